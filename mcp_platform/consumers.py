@@ -1,0 +1,74 @@
+"""The Channels consumer for ``/mcp/<tenant>``: ASGI plumbing onto the MCP transport.
+
+It overrides ``AsyncConsumer.__call__`` because the stock loop creates a channel-layer
+channel and closes stale database connections (a thread hop) for every message; the MCP
+hot path needs neither. Channel-layer traffic (cancellation, answers to server requests)
+is received by the call that needs it, see ``mcp_platform.mcp.server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from functools import lru_cache
+from typing import Any
+
+from channels.consumer import AsyncConsumer
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.server import Engine, EngineConfig
+from mcp_platform.mcp.sessions import SessionStore
+from mcp_platform.mcp.transport import StreamableHttp, TransportConfig
+from mcp_platform.redis_clients import async_redis
+
+SERVER_NAME = "toolbay"
+SERVER_VERSION = "0.1.0"
+
+
+def build_transport() -> StreamableHttp:
+    from tools_app.catalog import catalog_cache
+    from tools_app.mcp_host import PlatformToolHost
+
+    redis = async_redis()
+    events = EventStore(redis, ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
+    engine = Engine(
+        host=PlatformToolHost(catalog_cache),
+        sessions=SessionStore(redis, idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),
+        redis=redis,
+        layer=get_channel_layer(),
+        cursors=CursorCodec(settings.SECRET_KEY.encode()),
+        config=EngineConfig(
+            server_name=SERVER_NAME,
+            server_version=SERVER_VERSION,
+            page_size=settings.MCP_PAGE_SIZE,
+            client_request_timeout=settings.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS,
+            cancel_grace=settings.MCP_CANCEL_GRACE_SECONDS,
+        ),
+    )
+    return StreamableHttp(
+        engine,
+        events,
+        redis,
+        TransportConfig(
+            allowed_hosts=tuple(settings.ALLOWED_HOSTS),
+            allowed_origins=tuple(settings.MCP_ALLOWED_ORIGINS),
+            trust_forwarded_host=settings.MCP_TRUST_FORWARDED_HOST,
+            max_body_bytes=settings.MCP_MAX_BODY_BYTES,
+            keepalive_seconds=settings.MCP_SSE_KEEPALIVE_SECONDS,
+        ),
+    )
+
+
+@lru_cache(maxsize=8)
+def _transport_for(loop: asyncio.AbstractEventLoop) -> StreamableHttp:
+    # Redis clients belong to an event loop, so the transport does too.
+    return build_transport()
+
+
+class McpConsumer(AsyncConsumer):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        endpoint = scope["url_route"]["kwargs"]["tenant"]
+        await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=endpoint)

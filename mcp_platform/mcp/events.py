@@ -1,0 +1,70 @@
+"""The SSE event log: every event sent on a stream is kept in Redis for resumption.
+
+One Redis stream per (session, stream). An event id is ``<stream id>.<entry id>``, so it
+names its stream and is unique across the session. A client that reconnects with
+``Last-Event-ID`` gets the later events of that stream only, from any server process,
+and then follows it live until the stream's final event (its response).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from mcp_platform.mcp import names
+
+_EVENT_ID = re.compile(r"^([A-Za-z0-9]{1,32})\.(\d{1,20}-\d{1,20})$")
+# An event log is a replay buffer, not an archive: cap its length as well as its age.
+MAX_EVENTS_PER_STREAM = 10_000
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    event_id: str
+    data: bytes  # empty for a priming event
+    final: bool  # the stream ends after this event
+
+
+def parse_event_id(value: str) -> tuple[str, str] | None:
+    """(stream id, entry id) of a Last-Event-ID we issued; None for anything else."""
+    match = _EVENT_ID.match(value.strip())
+    return (match.group(1), match.group(2)) if match else None
+
+
+class EventStore:
+    def __init__(self, redis: Redis, *, ttl_seconds: int) -> None:
+        self._redis = redis
+        self._ttl = ttl_seconds
+
+    async def append(self, session_id: str, stream_id: str, data: bytes, *, final: bool = False) -> str:
+        key = names.events_key(session_id, stream_id)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xadd(key, {"d": data, "f": b"1" if final else b"0"}, maxlen=MAX_EVENTS_PER_STREAM, approximate=True)
+        pipe.expire(key, self._ttl)
+        entry_id, _ = await pipe.execute()
+        return f"{stream_id}.{entry_id.decode()}"
+
+    async def exists(self, session_id: str, stream_id: str) -> bool:
+        return bool(await self._redis.exists(names.events_key(session_id, stream_id)))
+
+    async def follow(self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000) -> AsyncIterator[StoredEvent]:
+        """Events after ``after_entry``, then new ones as they arrive, until a final event."""
+        key = names.events_key(session_id, stream_id)
+        last = after_entry
+        if last == "$":
+            # Pin "now" to a concrete id; re-reading "$" on every loop would skip events
+            # appended between two reads.
+            newest = await self._redis.xrevrange(key, count=1)
+            last = newest[0][0].decode() if newest else "0-0"
+        while True:
+            batches = await self._redis.xread({key: last}, count=100, block=block_ms)
+            for _, entries in batches or []:
+                for entry_id, fields in entries:
+                    last = entry_id.decode()
+                    event = StoredEvent(f"{stream_id}.{last}", fields[b"d"], fields.get(b"f") == b"1")
+                    yield event
+                    if event.final:
+                        return

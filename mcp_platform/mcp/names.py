@@ -1,0 +1,37 @@
+"""Every Redis key and channel-layer group name the MCP engine uses, built in one place."""
+
+from __future__ import annotations
+
+PREFIX = "toolbay:mcp"
+
+
+def session_key(session_id: str) -> str:
+    return f"{PREFIX}:session:{session_id}"
+
+
+def events_key(session_id: str, stream_id: str) -> str:
+    return f"{PREFIX}:ev:{session_id}:{stream_id}"
+
+
+def pending_request_key(session_id: str, request_id: str) -> str:
+    """Where the channel waiting for the client's answer to a server request is registered."""
+    return f"{PREFIX}:pending:{session_id}:{request_id}"
+
+
+def inflight_key(session_id: str, request_key: str) -> str:
+    """Where the channel of a running client request is registered (for cancellation)."""
+    return f"{PREFIX}:inflight:{session_id}:{request_key}"
+
+
+def cancelled_key(session_id: str, request_key: str) -> str:
+    """A cancellation that arrived before its call registered itself."""
+    return f"{PREFIX}:cancelled:{session_id}:{request_key}"
+
+
+def standalone_lock_key(session_id: str) -> str:
+    return f"{PREFIX}:getstream:{session_id}"
+
+
+def stream_group(session_id: str, stream_id: str) -> str:
+    """Channel-layer group of whoever currently delivers that stream to the client."""
+    return f"mcp.stream.{session_id}.{stream_id}"

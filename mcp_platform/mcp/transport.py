@@ -1,0 +1,425 @@
+"""Streamable HTTP (MCP 2025-11-25 and the earlier handshake revisions) over raw ASGI.
+
+One instance serves every request of a process. Checks run in the order the TypeScript
+SDK uses (which the conformance suite expects): Host/Origin, credential, HTTP method,
+Accept, Content-Type, size, JSON, JSON-RPC shape, era, session, protocol-version header,
+then dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+
+from mcp_platform.mcp import http, jsonrpc, names, sse
+from mcp_platform.mcp.events import EventStore, parse_event_id
+from mcp_platform.mcp.host import AuthError, Identity
+from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.server import Engine
+from mcp_platform.mcp.sessions import Session
+from mcp_platform.mcp.versions import (
+    MODERN_META_VERSION_KEY,
+    SUPPORTED,
+    allows_batches,
+    is_modern,
+    supports_priming,
+)
+
+log = logging.getLogger(__name__)
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+# How long a client waits before reconnecting after the server closed a stream early.
+RETRY_MS = 1000
+STANDALONE_STREAM = "get"
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    trust_forwarded_host: bool
+    max_body_bytes: int
+    keepalive_seconds: float
+
+
+class HttpProblem(Exception):
+    """Answer the HTTP request with this status and a JSON-RPC error body."""
+
+    def __init__(self, status: int, code: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None,
+                 data: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = JsonRpcError(code, message, data=data)
+        self.headers = headers or []
+
+
+class Responder:
+    """The ASGI response of one request; writes after the client left are dropped."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.ended = False
+        self.disconnected = False
+
+    @property
+    def open(self) -> bool:
+        return self.started and not self.ended and not self.disconnected
+
+    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.started = True
+        await self._safe({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def write(self, body: bytes) -> None:
+        if self.open:
+            await self._safe({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def end(self, body: bytes = b"") -> None:
+        if self.started and not self.ended:
+            self.ended = True
+            await self._safe({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def whole(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        await self.start(status, [*headers, (b"content-length", str(len(body)).encode())])
+        await self.end(body)
+
+    async def json(self, status: int, message: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await self.whole(status, jsonrpc.dumps(message), [(b"content-type", b"application/json"), *(headers or [])])
+
+    async def _safe(self, message: dict[str, Any]) -> None:
+        if self.disconnected:
+            return
+        try:
+            await self._send(message)
+        except OSError:
+            self.disconnected = True
+
+
+@dataclass
+class PostStream:
+    """Messages of one POST: a JSON body if the response is all there is, else SSE.
+
+    The decision is made lazily: the first message sent before the response opens an SSE
+    stream (with a priming event for 2025-11-25 sessions). Every SSE event is stored, so
+    the client can resume the stream with GET + Last-Event-ID from any server process,
+    including after the server closed it early (SEP-1699 polling).
+    """
+
+    responder: Responder
+    events: EventStore
+    session: Session
+    keepalive_seconds: float
+    stream_id: str = field(default_factory=lambda: "p" + secrets.token_hex(8))
+    _sse: bool = False
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _keepalive: asyncio.Task[None] | None = None
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            await self._ensure_sse()
+            data = jsonrpc.dumps(message)
+            event_id = await self.events.append(self.session.id, self.stream_id, data)
+            await self.responder.write(sse.event(data, event_id=event_id))
+
+    async def close_early(self) -> None:
+        async with self._lock:
+            await self._ensure_sse()
+            await self.responder.end()
+
+    async def finish(self, response: Any) -> None:
+        """Deliver the final response(s) (None: nothing to answer, e.g. a cancelled call)."""
+        async with self._lock:
+            self._stop_keepalive()
+            if not self._sse:
+                if response is None:
+                    await self.responder.whole(202, b"", [])
+                else:
+                    await self.responder.json(200, response)
+                return
+            data = jsonrpc.dumps(response) if response is not None else b""
+            event_id = await self.events.append(self.session.id, self.stream_id, data, final=True)
+            if data:
+                await self.responder.write(sse.event(data, event_id=event_id))
+            await self.responder.end()
+
+    async def _ensure_sse(self) -> None:
+        if self._sse:
+            return
+        self._sse = True
+        await self.responder.start(200, list(sse.HEADERS))
+        if supports_priming(self.session.protocol_version):
+            event_id = await self.events.append(self.session.id, self.stream_id, b"")
+            await self.responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
+        self._keepalive = asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds))
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+
+async def _keepalive(responder: Responder, interval: float) -> None:
+    while responder.open:
+        await asyncio.sleep(interval)
+        await responder.write(sse.KEEPALIVE)
+
+
+async def _watch_disconnect(receive: Receive, responder: Responder) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            responder.disconnected = True
+            return
+
+
+class StreamableHttp:
+    def __init__(self, engine: Engine, events: EventStore, redis: Redis, config: TransportConfig) -> None:
+        self.engine = engine
+        self.events = events
+        self.redis = redis
+        self.config = config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
+        responder = Responder(send)
+        headers = http.header_map(scope.get("headers", []))
+        try:
+            self._check_host_and_origin(headers)
+            identity = await self._authenticate(endpoint, headers)
+            method = scope.get("method", "GET")
+            if method == "POST":
+                await self._post(identity, headers, receive, responder)
+            elif method == "GET":
+                await self._get(identity, headers, receive, responder)
+            elif method == "DELETE":
+                await self._delete(identity, headers, responder)
+            else:
+                raise HttpProblem(405, SERVER_ERROR, "Method not allowed", headers=[(b"allow", b"GET, POST, DELETE")])
+        except HttpProblem as problem:
+            if not responder.started:
+                await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
+
+    # --- checks shared by every method -----------------------------------------------
+
+    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
+        host = headers.get("host")
+        if self.config.trust_forwarded_host and "x-forwarded-host" in headers:
+            host = headers["x-forwarded-host"].split(",")[0]
+        if not http.host_allowed(host, self.config.allowed_hosts):
+            raise HttpProblem(403, SERVER_ERROR, f"Forbidden: host {host!r} is not allowed")
+        origin = headers.get("origin")
+        if not http.origin_allowed(origin, self.config.allowed_origins, self.config.allowed_hosts):
+            raise HttpProblem(403, SERVER_ERROR, f"Forbidden: origin {origin!r} is not allowed")
+
+    async def _authenticate(self, endpoint: str, headers: dict[str, str]) -> Identity:
+        try:
+            return await self.engine.host.authenticate(endpoint, headers.get("authorization"))
+        except AuthError as exc:
+            if exc.status == 401:
+                raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None
+            raise HttpProblem(exc.status, SERVER_ERROR, exc.message) from None
+
+    async def _session(self, identity: Identity, headers: dict[str, str]) -> Session:
+        session_id = headers.get(SESSION_HEADER)
+        if not session_id:
+            raise HttpProblem(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required")
+        session = await self.engine.sessions.get(session_id)
+        # A session bound to another credential looks exactly like a missing one.
+        if session is None or session.subject != identity.subject:
+            raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
+        version = headers.get(VERSION_HEADER)
+        # Any supported value is fine, even one that differs from the negotiated version.
+        if version is not None and version not in SUPPORTED:
+            raise HttpProblem(400, SERVER_ERROR, f"Bad Request: unsupported MCP-Protocol-Version {version!r}; "
+                              f"supported: {', '.join(SUPPORTED)}")
+        return session
+
+    # --- POST ---------------------------------------------------------------------------
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpProblem(400, SERVER_ERROR, "Client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.config.max_body_bytes:
+                raise HttpProblem(413, SERVER_ERROR, f"Payload too large (limit {self.config.max_body_bytes} bytes)")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    async def _post(self, identity: Identity, headers: dict[str, str], receive: Receive, responder: Responder) -> None:
+        accept = headers.get("accept")
+        if not (http.accepts(accept, http.JSON) and http.accepts(accept, http.SSE)):
+            raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list application/json and text/event-stream")
+        if not http.is_json_content_type(headers.get("content-type")):
+            raise HttpProblem(415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json")
+        body = await self._read_body(receive)
+        try:
+            payload = jsonrpc.parse(body)
+        except JsonRpcError as exc:
+            raise HttpProblem(400, exc.code, exc.message) from None
+        header_version = headers.get(VERSION_HEADER)
+        if is_modern(header_version, payload):
+            self._reject_modern(header_version, payload)
+        if isinstance(payload, list):
+            await self._post_batch(identity, headers, payload, receive, responder)
+            return
+        try:
+            message = jsonrpc.validate(payload)
+        except JsonRpcError as exc:
+            raise HttpProblem(400, exc.code, exc.message) from None
+        if message.is_request and message.method == "initialize":
+            await self._initialize(identity, headers, message, responder)
+            return
+        session = await self._session(identity, headers)
+        if not message.is_request:
+            await self._absorb(session, message)
+            await responder.whole(202, b"", [])
+            return
+        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, responder))
+        try:
+            # A client that goes away does not cancel the call: its result is stored for resumption.
+            await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+        finally:
+            watcher.cancel()
+
+    def _reject_modern(self, header_version: str | None, payload: Any) -> None:
+        """2026-07-28 stateless requests are not served yet: answer as for an unsupported version,
+        naming the revisions we do speak, so SDK clients in auto mode fall back to initialize."""
+        requested = header_version
+        if requested is None and isinstance(payload, dict):
+            requested = (payload.get("params") or {}).get("_meta", {}).get(MODERN_META_VERSION_KEY)
+        raise HttpProblem(
+            400,
+            jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version {requested!r}; this server speaks {', '.join(SUPPORTED)} "
+            "(initialize handshake)",
+            data={"supported": list(SUPPORTED), "requested": requested},
+        )
+
+    async def _initialize(self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder) -> None:
+        if headers.get(SESSION_HEADER):
+            raise HttpProblem(400, INVALID_REQUEST, "Bad Request: initialize must not carry an Mcp-Session-Id "
+                              "(the session is already initialized)")
+        session, response = await self.engine.initialize(identity, message)
+        await responder.json(200, response, [(SESSION_HEADER.encode(), session.id.encode())])
+
+    async def _absorb(self, session: Session, message: Message) -> None:
+        if message.is_notification:
+            await self.engine.handle_notification(session, message)
+        else:
+            await self.engine.handle_response(session, message)
+
+    async def _post_batch(self, identity: Identity, headers: dict[str, str], payload: list[Any], receive: Receive,
+                          responder: Responder) -> None:
+        if not payload:
+            raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
+        session = await self._session(identity, headers)
+        if not allows_batches(session.protocol_version):
+            raise HttpProblem(400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol "
+                              f"{session.protocol_version}")
+        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
+        responses: list[dict[str, Any]] = []
+        requests: list[Message] = []
+        for item in payload:
+            try:
+                message = jsonrpc.validate(item)
+            except JsonRpcError as exc:
+                responses.append(jsonrpc.error(None, exc))
+                continue
+            if message.is_request and message.method == "initialize":
+                responses.append(jsonrpc.error(message.id, JsonRpcError(INVALID_REQUEST, "initialize cannot be batched")))
+            elif message.is_request:
+                requests.append(message)
+            else:
+                await self._absorb(session, message)
+        if not requests and not responses:
+            await responder.whole(202, b"", [])
+            return
+        watcher = asyncio.ensure_future(_watch_disconnect(receive, responder))
+        try:
+            answers = await asyncio.gather(*(self.engine.handle_request(session, identity, m, stream) for m in requests))
+            responses.extend(a for a in answers if a is not None)
+            await stream.finish(responses or None)
+        finally:
+            watcher.cancel()
+
+    # --- GET ----------------------------------------------------------------------------
+
+    async def _get(self, identity: Identity, headers: dict[str, str], receive: Receive, responder: Responder) -> None:
+        if not http.accepts(headers.get("accept"), http.SSE):
+            raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
+        session = await self._session(identity, headers)
+        last_event_id = headers.get("last-event-id")
+        if last_event_id:
+            parsed = parse_event_id(last_event_id)
+            if parsed is None or not await self.events.exists(session.id, parsed[0]):
+                raise HttpProblem(400, SERVER_ERROR, "Bad Request: unknown or expired Last-Event-ID")
+            await self._follow(session, parsed[0], parsed[1], receive, responder)
+            return
+        lock = names.standalone_lock_key(session.id)
+        token = secrets.token_hex(8)
+        if not await self.redis.set(lock, token, nx=True, ex=60):
+            raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
+        try:
+            await self._follow(session, STANDALONE_STREAM, "$", receive, responder, lock=(lock, token))
+        finally:
+            if await self.redis.get(lock) == token.encode():
+                await self.redis.delete(lock)
+
+    async def _follow(self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder,
+                      lock: tuple[str, str] | None = None) -> None:
+        """Send a stream's events after ``after`` and then live ones, until its final event
+        or the client leaves."""
+        await responder.start(200, list(sse.HEADERS))
+        if after == "$" and supports_priming(session.protocol_version):
+            event_id = await self.events.append(session.id, stream_id, b"")
+            await responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
+            after = event_id.split(".", 1)[1]
+
+        async def pump() -> None:
+            async for event in self.events.follow(session.id, stream_id, after):
+                if event.data:
+                    await responder.write(sse.event(event.data, event_id=event.event_id))
+                if lock is not None:
+                    await self.redis.expire(lock[0], 60)
+
+        async def beat() -> None:
+            while responder.open:
+                await asyncio.sleep(self.config.keepalive_seconds)
+                await responder.write(sse.KEEPALIVE)
+                if lock is not None:
+                    await self.redis.expire(lock[0], 60)
+
+        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), _watch_disconnect(receive, responder))]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await responder.end()
+
+    # --- DELETE -------------------------------------------------------------------------
+
+    async def _delete(self, identity: Identity, headers: dict[str, str], responder: Responder) -> None:
+        session = await self._session(identity, headers)
+        await self.engine.sessions.delete(session.id)
+        await responder.whole(200, b"", [])

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+
+SCOPE_VALIDATOR = RegexValidator(r"^[A-Za-z0-9_.:-]{1,64}$", "Scopes are 1-64 characters of A-Z a-z 0-9 _ . : -")
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=64, unique=True, help_text="Used in the endpoint URL: /mcp/<slug>")
+    name = models.CharField(max_length=200)
+    is_active = models.BooleanField(default=True, help_text="Inactive tenants answer 404 everywhere.")
+    allow_anonymous = models.BooleanField(
+        default=False,
+        help_text="Let clients without an API key connect (a public tool catalog).",
+    )
+    calls_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Upper bound on tools/call per minute; empty for no limit."
+    )
+    max_concurrent_calls = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Upper bound on calls running at once; empty for no limit."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ADMIN = "admin", "Admin"
+        OPERATOR = "operator", "Operator"
+        VIEWER = "viewer", "Viewer"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant"], name="membership_unique_user_tenant")]
+        ordering = ["tenant__slug", "user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant} ({self.role})"
+
+
+class ApiKey(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_hash = models.CharField(max_length=64, editable=False)
+    scopes = models.JSONField(default=list, blank=True, help_text="List of scope strings, e.g. [\"tools:read\"].")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+
+    class Meta:
+        ordering = ["tenant__slug", "name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="apikey_unique_name_per_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    def is_usable(self, now: timezone.datetime | None = None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+

@@ -1,0 +1,57 @@
+"""Reads about tenants and credentials. Every query starts from a tenant."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tenants import keys
+from tenants.models import ApiKey, Membership, Tenant
+from tenants.principal import Principal
+
+
+def tenant_active_by_slug(slug: str) -> Tenant | None:
+    """The active tenant with this slug; None for unknown and inactive alike."""
+    return Tenant.objects.filter(slug=slug, is_active=True).first()
+
+
+def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(tenant=tenant)
+
+
+def principal_for_key(tenant: Tenant, key: ApiKey) -> Principal:
+    return Principal(
+        tenant_id=tenant.pk,
+        tenant_slug=tenant.slug,
+        key_id=key.pk,
+        key_name=key.name,
+        key_prefix=key.prefix,
+        scopes=frozenset(key.scopes or []),
+    )
+
+
+def anonymous_principal(tenant: Tenant) -> Principal:
+    return Principal(
+        tenant_id=tenant.pk, tenant_slug=tenant.slug, key_id=None, key_name="anonymous", key_prefix="", scopes=frozenset()
+    )
+
+
+def authenticate_api_key(tenant: Tenant, raw_key: str) -> Principal | None:
+    """The principal for a raw key of this tenant, or None for anything unusable.
+
+    Unknown, other tenant's, revoked and expired keys all answer None so callers cannot
+    tell them apart.
+    """
+    prefix = keys.parse_prefix(raw_key)
+    if prefix is None:
+        return None
+    key = api_keys_of(tenant).filter(prefix=prefix).first()
+    if key is None or not keys.key_matches(raw_key, key.key_hash) or not key.is_usable(timezone.now()):
+        return None
+    return principal_for_key(tenant, key)
+
+
+def tenants_administered_by(user_id: int) -> QuerySet[Tenant]:
+    """Tenants where the user is an owner or admin."""
+    roles = [Membership.Role.OWNER, Membership.Role.ADMIN]
+    return Tenant.objects.filter(memberships__user_id=user_id, memberships__role__in=roles).distinct()

@@ -1,0 +1,32 @@
+"""The ``python`` backend: runs a handler registered with ``@tool_handler``."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from tools_app.backends.base import BackendConfigError, BackendError
+from tools_app.context import BlockingToolContext, ToolContext
+from tools_app.registry import get_handler, handler_names
+from tools_app.spec import ToolSpec
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    name = config.get("handler")
+    if not isinstance(name, str) or not name:
+        raise BackendConfigError('the python backend needs {"handler": "<registered name>"}')
+    if get_handler(name) is None:
+        known = ", ".join(handler_names()) or "none"
+        raise BackendConfigError(f"no handler named {name!r} is registered (registered: {known})")
+
+
+async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    name = tool.backend_config.get("handler", "")
+    handler = get_handler(name)
+    if handler is None:
+        raise BackendError(f"handler {name!r} is not registered in this process")
+    if inspect.iscoroutinefunction(handler):
+        return await handler(ctx, arguments)
+    return await sync_to_async(handler, thread_sensitive=False)(BlockingToolContext(ctx), arguments)

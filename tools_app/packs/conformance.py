@@ -1,0 +1,200 @@
+"""The ``conformance`` pack: the fixture tools the official MCP conformance suite calls.
+
+Texts and payloads are the ones the suite's scenarios check (see
+shared/docs/mcp-protocol-notes.md §12.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from tools_app.context import ToolContext
+from tools_app.registry import ToolDefinition, tool_handler
+from tools_app.results import ToolError
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV_SILENCE = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+STEP_SECONDS = 0.05
+
+
+@tool_handler("conformance.simple_text")
+async def simple_text(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    return "This is a simple text response for testing."
+
+
+@tool_handler("conformance.image")
+async def image(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": "image", "data": PNG_1PX, "mimeType": "image/png"}]
+
+
+@tool_handler("conformance.audio")
+async def audio(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"type": "audio", "data": WAV_SILENCE, "mimeType": "audio/wav"}]
+
+
+@tool_handler("conformance.embedded_resource")
+async def embedded_resource(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    resource = {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}
+    return [{"type": "resource", "resource": resource}]
+
+
+@tool_handler("conformance.mixed")
+async def mixed(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    resource = {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": '{"test":"data","value":123}'}
+    return [
+        {"type": "text", "text": "Multiple content types test:"},
+        {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
+        {"type": "resource", "resource": resource},
+    ]
+
+
+@tool_handler("conformance.logging")
+async def logging_tool(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log("info", text)
+        await asyncio.sleep(STEP_SECONDS)
+    return "Tool with logging executed successfully"
+
+
+@tool_handler("conformance.error")
+async def error(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@tool_handler("conformance.progress")
+async def progress(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    for value in (0, 50, 100):
+        await ctx.report_progress(value, 100)
+        await asyncio.sleep(STEP_SECONDS)
+    return "Progress test completed"
+
+
+@tool_handler("conformance.sampling")
+async def sampling(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    reply = await ctx.sample([{"role": "user", "content": {"type": "text", "text": arguments["prompt"]}}], max_tokens=100)
+    content = reply.get("content")
+    text = content.get("text") if isinstance(content, dict) else json.dumps(content)
+    return f"LLM response: {text}"
+
+
+@tool_handler("conformance.elicitation")
+async def elicitation(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    answer = await ctx.elicit(
+        arguments["message"],
+        {
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"},
+            },
+            "required": ["username", "email"],
+        },
+    )
+    return f"User response: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
+
+
+@tool_handler("conformance.elicitation_defaults")
+async def elicitation_defaults(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    answer = await ctx.elicit(
+        "Please review and update the form fields with defaults",
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                           "default": "active"},
+                "verified": {"type": "boolean", "description": "Verification status", "default": True},
+            },
+            "required": [],
+        },
+    )
+    return f"Elicitation completed: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
+
+
+@tool_handler("conformance.elicitation_enums")
+async def elicitation_enums(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    options = [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+               {"const": "value3", "title": "Third Option"}]
+    answer = await ctx.elicit(
+        "Please select options from the enum fields",
+        {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "description": "Select one option",
+                                   "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": options},
+                "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+                               "enum": ["opt1", "opt2", "opt3"],
+                               "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "description": "Select multiple options",
+                                  "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "description": "Select multiple options with titles",
+                                "items": {"anyOf": options}},
+            },
+            "required": [],
+        },
+    )
+    return f"Elicitation completed: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
+
+
+@tool_handler("conformance.json_schema_2020_12")
+async def json_schema_2020_12(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    return f"Received: {json.dumps(arguments, sort_keys=True)}"
+
+
+@tool_handler("conformance.reconnection")
+async def reconnection(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    # Close the response after the priming event; the result is produced afterwards and
+    # reaches the client when it reconnects with Last-Event-ID (SEP-1699).
+    await ctx.close_stream()
+    await asyncio.sleep(0.1)
+    return "Reconnection test completed"
+
+
+_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+
+
+def _fixture(name: str, handler: str, description: str, schema: dict[str, Any] | None = None) -> ToolDefinition:
+    return ToolDefinition(name=name, handler=handler, description=description, input_schema=schema or dict(_NO_ARGS))
+
+
+TOOLS = [
+    _fixture("test_simple_text", "conformance.simple_text", "Returns a simple text response."),
+    _fixture("test_image_content", "conformance.image", "Returns a 1-pixel PNG image."),
+    _fixture("test_audio_content", "conformance.audio", "Returns a short WAV audio clip."),
+    _fixture("test_embedded_resource", "conformance.embedded_resource", "Returns an embedded text resource."),
+    _fixture("test_multiple_content_types", "conformance.mixed", "Returns text, an image and a resource."),
+    _fixture("test_tool_with_logging", "conformance.logging", "Emits three log messages while running."),
+    _fixture("test_error_handling", "conformance.error", "Always returns a tool error."),
+    _fixture("test_tool_with_progress", "conformance.progress", "Reports progress 0, 50 and 100 of 100."),
+    _fixture(
+        "test_sampling", "conformance.sampling", "Asks the client's model to answer the prompt (sampling).",
+        {"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to sample"}},
+         "required": ["prompt"]},
+    ),
+    _fixture(
+        "test_elicitation", "conformance.elicitation", "Asks the user for a username and an email (elicitation).",
+        {"type": "object", "properties": {"message": {"type": "string", "description": "The message to show"}},
+         "required": ["message"]},
+    ),
+    _fixture("test_elicitation_sep1034_defaults", "conformance.elicitation_defaults",
+             "Elicits a form whose fields carry default values (SEP-1034)."),
+    _fixture("test_elicitation_sep1330_enums", "conformance.elicitation_enums",
+             "Elicits every enum form of SEP-1330."),
+    _fixture(
+        "json_schema_2020_12_tool", "conformance.json_schema_2020_12", "Takes arguments described with JSON Schema 2020-12.",
+        {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+            "additionalProperties": False,
+        },
+    ),
+    _fixture("test_reconnection", "conformance.reconnection",
+             "Closes its stream early and delivers the result on reconnection (SEP-1699)."),
+]

@@ -1,0 +1,108 @@
+"""The ``demo`` pack: small useful tools that ``seed_demo`` grants to the demo tenant."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tools_app.context import ToolContext
+from tools_app.registry import ToolDefinition, tool_handler
+from tools_app.results import ToolError
+
+COUNTDOWN_STEP_SECONDS = 0.2
+
+
+@tool_handler("demo.echo")
+async def echo(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    return str(arguments["text"])
+
+
+@tool_handler("demo.add")
+async def add(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"sum": arguments["a"] + arguments["b"]}
+
+
+@tool_handler("demo.get_time")
+async def get_time(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
+    zone_name = arguments.get("timezone", "UTC")
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolError(f"Unknown time zone {zone_name!r}; use an IANA name such as 'Europe/Paris'.") from None
+    now = datetime.now(UTC).astimezone(zone)
+    return {"iso": now.isoformat(), "timezone": zone_name, "unix": int(now.timestamp())}
+
+
+@tool_handler("demo.countdown")
+async def countdown(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    n = arguments["n"]
+    for step in range(1, n + 1):
+        if ctx.cancelled:
+            raise ToolError("Countdown cancelled.")
+        await asyncio.sleep(COUNTDOWN_STEP_SECONDS)
+        await ctx.report_progress(step, n, f"{n - step} to go")
+    return f"Countdown from {n} finished."
+
+
+TOOLS = [
+    ToolDefinition(
+        name="echo",
+        handler="demo.echo",
+        title="Echo",
+        description="Returns the text you send, unchanged. Useful to test a connection.",
+        input_schema={
+            "type": "object",
+            "properties": {"text": {"type": "string", "description": "The text to send back."}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    ),
+    ToolDefinition(
+        name="add",
+        handler="demo.add",
+        title="Add two numbers",
+        description="Adds a and b and returns the sum as structured output.",
+        input_schema={
+            "type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+        output_schema={"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
+        annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+    ),
+    ToolDefinition(
+        name="get_time",
+        handler="demo.get_time",
+        title="Current time",
+        description="The current date and time, in UTC or in the IANA time zone you name.",
+        input_schema={
+            "type": "object",
+            "properties": {"timezone": {"type": "string", "description": "IANA zone, e.g. 'Europe/Paris'."}},
+            "additionalProperties": False,
+        },
+        output_schema={
+            "type": "object",
+            "properties": {"iso": {"type": "string"}, "timezone": {"type": "string"}, "unix": {"type": "integer"}},
+            "required": ["iso", "timezone", "unix"],
+        },
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+    ),
+    ToolDefinition(
+        name="countdown",
+        handler="demo.countdown",
+        title="Countdown",
+        description="Counts down from n, reporting progress at every step (0.2 s each).",
+        input_schema={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 100}},
+            "required": ["n"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": True, "openWorldHint": False},
+        timeout_seconds=60.0,
+    ),
+]

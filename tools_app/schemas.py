@@ -1,0 +1,103 @@
+"""JSON Schema checks for tool definitions and arguments.
+
+Schemas are stored verbatim (``$schema``, ``$defs``, ``$ref``, ``additionalProperties``
+and every other keyword survive untouched). A schema without ``$schema`` is JSON Schema
+2020-12; a declared ``$schema`` selects that draft, and an unknown one is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import ValidationError as JsonSchemaValidationError
+from jsonschema.protocols import Validator
+
+
+class SchemaProblem(ValueError):
+    """A schema is unusable; the message says which keyword and where, for a human."""
+
+
+def _pointer(path: Any) -> str:
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts) if parts else "/ (the root)"
+
+
+def _validator_class(schema: dict[str, Any]) -> type[Validator]:
+    declared = schema.get("$schema")
+    if declared is None:
+        return Draft202012Validator
+    if not isinstance(declared, str):
+        raise SchemaProblem("$schema must be a string naming a JSON Schema draft")
+    cls = jsonschema.validators.validator_for(schema, default=None)  # type: ignore[call-overload]
+    if cls is None:
+        raise SchemaProblem(
+            f"$schema names an unsupported dialect {declared!r}; use JSON Schema 2020-12 "
+            "(the default when $schema is omitted), 2019-09, draft-07, draft-06 or draft-04"
+        )
+    return cls  # type: ignore[no-any-return]
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("$ref", "$dynamicRef") and isinstance(value, str):
+                yield value
+            else:
+                yield from _refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _refs(item)
+
+
+def check_object_schema(schema: Any, *, label: str) -> None:
+    """Raise SchemaProblem unless ``schema`` is a valid JSON Schema describing an object.
+
+    ``label`` ("inputSchema", "outputSchema") starts every message so the admin and the
+    API can show it as is.
+    """
+    if not isinstance(schema, dict):
+        raise SchemaProblem(f"{label} must be a JSON object (a schema), not {type(schema).__name__}")
+    try:
+        cls = _validator_class(schema)
+    except SchemaProblem as exc:
+        raise SchemaProblem(f"{label}: {exc}") from None
+    try:
+        cls.check_schema(schema)
+    except SchemaError as exc:
+        raise SchemaProblem(
+            f"{label}: at {_pointer(exc.path)} the keyword {exc.validator!r} is violated: {exc.message}"
+        ) from None
+    if schema.get("type") != "object":
+        raise SchemaProblem(f'{label}: the root must declare "type": "object" (tools take and return objects)')
+    properties = schema.get("properties", {})
+    for name, sub in properties.items():
+        if not isinstance(sub, dict):
+            raise SchemaProblem(f"{label}: at /properties/{name} each property must be a schema object")
+    for ref in _refs(schema):
+        if not ref.startswith("#"):
+            raise SchemaProblem(
+                f"{label}: $ref {ref!r} points outside the schema; only local references (#/...) are "
+                "allowed, Toolbay never fetches schemas over the network"
+            )
+
+
+def compile_validator(schema: dict[str, Any]) -> Validator:
+    """A reusable validator for an already-checked schema (compile once, validate many)."""
+    cls = _validator_class(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def describe_error(error: JsonSchemaValidationError, *, subject: str) -> str:
+    """One actionable sentence naming the field and the rule that failed."""
+    where = "/".join(str(p) for p in error.absolute_path)
+    field = f"'{where}'" if where else "the arguments object"
+    return f"Invalid {subject}: {field} failed rule '{error.validator}': {error.message}"
+
+
+def first_error(validator: Validator, instance: Any) -> JsonSchemaValidationError | None:
+    """The most relevant validation error (jsonschema's own ranking), or None when valid."""
+    return jsonschema.exceptions.best_match(validator.iter_errors(instance))  # type: ignore[arg-type]

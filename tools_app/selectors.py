@@ -1,0 +1,56 @@
+"""Reads about tools: the catalog a tenant may draw from and what a credential sees."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q, QuerySet
+
+from tenants.models import Tenant
+from tenants.principal import Principal
+from tools_app.access import visible_tools
+from tools_app.models import AccessRule, Tool
+from tools_app.spec import RuleSpec, ToolSpec
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    """Everything needed to answer visibility questions for one tenant."""
+
+    tools: tuple[ToolSpec, ...]
+    rules: tuple[RuleSpec, ...]
+
+
+def tools_available_to(tenant_id: int) -> QuerySet[Tool]:
+    """Platform tools plus the tenant's private ones (enabled or not)."""
+    return Tool.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+
+
+def rules_for_tenant(tenant_id: int) -> QuerySet[AccessRule]:
+    return AccessRule.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+
+
+def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:
+    tools = tuple(ToolSpec.from_model(t) for t in tools_available_to(tenant_id).filter(enabled=True))
+    rules = []
+    for rule in rules_for_tenant(tenant_id).prefetch_related("api_keys"):
+        key_ids = frozenset(k.pk for k in rule.api_keys.all())
+        rules.append(RuleSpec.from_model(rule, key_ids))
+    return CatalogSnapshot(tools=tools, rules=tuple(rules))
+
+
+def visible_tools_for(principal: Principal) -> list[ToolSpec]:
+    """The tools this credential may list and call, ordered by name."""
+    snapshot = catalog_snapshot(principal.tenant_id)
+    return visible_tools(snapshot.tools, snapshot.rules, principal)
+
+
+def tenant_ids_with_access_to(tool: Tool) -> list[int] | None:
+    """Tenants whose view may change when this tool changes; None means every tenant."""
+    if tool.tenant_id is not None:
+        return [tool.tenant_id]
+    return None
+
+
+def all_tenant_ids() -> list[int]:
+    return list(Tenant.objects.values_list("id", flat=True))
