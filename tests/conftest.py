@@ -1,0 +1,92 @@
+"""Shared fixtures: the cast of tenants every test can lean on, keys, tools and grants.
+
+Personas: ``acme`` and ``globex`` are two tenants that must never see each other's data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from django.conf import settings
+
+from tenants.models import ApiKey, Tenant
+from tenants.services import api_key_create, tenant_create
+from tools_app.catalog import catalog_cache
+from tools_app.models import AccessRule, Tool
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _clean_test_redis() -> Iterator[None]:
+    """The test Redis db belongs to the suite: start it empty."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    yield
+    client.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_catalog_cache() -> Iterator[None]:
+    catalog_cache.clear()
+    yield
+    catalog_cache.clear()
+
+
+@pytest.fixture
+def acme(db: Any) -> Tenant:
+    return tenant_create(slug="acme", name="Acme Corp")
+
+
+@pytest.fixture
+def globex(db: Any) -> Tenant:
+    return tenant_create(slug="globex", name="Globex Inc")
+
+
+@pytest.fixture
+def make_key(db: Any) -> Callable[..., tuple[ApiKey, str]]:
+    def make(tenant: Tenant, name: str = "test key", **kwargs: Any) -> tuple[ApiKey, str]:
+        return api_key_create(tenant=tenant, name=name, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def make_tool(db: Any) -> Callable[..., Tool]:
+    def make(name: str, *, tenant: Tenant | None = None, handler: str = "demo.echo", **fields: Any) -> Tool:
+        defaults: dict[str, Any] = {
+            "description": f"The {name} tool.",
+            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            "backend_config": {"handler": handler},
+        }
+        defaults.update(fields)
+        tool = Tool(name=name, tenant=tenant, **defaults)
+        tool.full_clean()
+        tool.save()
+        return tool
+
+    return make
+
+
+@pytest.fixture
+def grant(db: Any) -> Callable[..., AccessRule]:
+    """grant(tenant, tool_or_pattern, effect="allow", keys=[...], scopes=[...], owner=None)."""
+
+    def make(tenant: Tenant | None, target: Tool | str, *, effect: str = "allow", keys: list[ApiKey] | None = None,
+             scopes: list[str] | None = None, owner: Tenant | None = None) -> AccessRule:
+        rule = AccessRule(
+            effect=effect,
+            tenant=tenant,
+            owner=owner,
+            tool=target if isinstance(target, Tool) else None,
+            tool_pattern="" if isinstance(target, Tool) else target,
+            scopes=scopes or [],
+        )
+        rule.full_clean()
+        rule.save()
+        if keys:
+            rule.api_keys.set(keys)
+        return rule
+
+    return make

@@ -1,0 +1,10 @@
+from tenants.principal import Principal
+from tools_app.selectors import visible_tools_for
+
+
+def test_granted_tool_is_visible(acme, make_key, make_tool, grant):
+    key, _ = make_key(acme)
+    tool = make_tool("echo")
+    grant(acme, tool)
+    principal = Principal(acme.pk, acme.slug, key.pk, key.name, key.prefix, frozenset())
+    assert [t.name for t in visible_tools_for(principal)] == ["echo"]
