@@ -18,6 +18,19 @@ from tools_app.catalog import catalog_cache
 from tools_app.models import AccessRule, Tool
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_test_environment: None, django_db_blocker: Any) -> Iterator[None]:
+    """Always create the test database, also when only live-server tests (which use no
+    ``db`` fixture, their data being committed for other processes) are collected."""
+    from django.test.utils import setup_databases, teardown_databases
+
+    with django_db_blocker.unblock():
+        config = setup_databases(verbosity=0, interactive=False, aliases={"default"})
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(config, verbosity=0)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _clean_test_redis() -> Iterator[None]:
     """The test Redis db belongs to the suite: start it empty."""
