@@ -57,7 +57,7 @@ class ApiKey(models.Model):
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, unique=True, editable=False)
     key_hash = models.CharField(max_length=64, editable=False)
-    scopes = models.JSONField(default=list, blank=True, help_text="List of scope strings, e.g. [\"tools:read\"].")
+    scopes = models.JSONField(default=list, blank=True, help_text='List of scope strings, e.g. ["tools:read"].')
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -80,4 +80,3 @@ class ApiKey(models.Model):
     def is_usable(self, now: timezone.datetime | None = None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
-

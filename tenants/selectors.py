@@ -32,7 +32,12 @@ def principal_for_key(tenant: Tenant, key: ApiKey) -> Principal:
 
 def anonymous_principal(tenant: Tenant) -> Principal:
     return Principal(
-        tenant_id=tenant.pk, tenant_slug=tenant.slug, key_id=None, key_name="anonymous", key_prefix="", scopes=frozenset()
+        tenant_id=tenant.pk,
+        tenant_slug=tenant.slug,
+        key_id=None,
+        key_name="anonymous",
+        key_prefix="",
+        scopes=frozenset(),
     )
 
 

@@ -23,7 +23,11 @@ def tenant_create(*, slug: str, name: str, allow_anonymous: bool = False) -> Ten
 
 @transaction.atomic
 def api_key_create(
-    *, tenant: Tenant, name: str, scopes: list[str] | None = None, expires_at: datetime | None = None,
+    *,
+    tenant: Tenant,
+    name: str,
+    scopes: list[str] | None = None,
+    expires_at: datetime | None = None,
     created_by: AbstractBaseUser | None = None,
 ) -> tuple[ApiKey, str]:
     """Create a key; returns it with the raw key, which is never stored or shown again."""
@@ -34,8 +38,13 @@ def api_key_create(
         raise ValidationError({"expires_at": "The expiry must be in the future."})
     generated = keys.generate_key()
     key = ApiKey(
-        tenant=tenant, name=name, scopes=scopes, expires_at=expires_at, prefix=generated.prefix,
-        key_hash=generated.hashed, created_by=created_by,
+        tenant=tenant,
+        name=name,
+        scopes=scopes,
+        expires_at=expires_at,
+        prefix=generated.prefix,
+        key_hash=generated.hashed,
+        created_by=created_by,
     )
     key.full_clean(exclude=["prefix", "key_hash"])
     key.save()

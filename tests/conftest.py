@@ -86,8 +86,15 @@ def make_tool(db: Any) -> Callable[..., Tool]:
 def grant(db: Any) -> Callable[..., AccessRule]:
     """grant(tenant, tool_or_pattern, effect="allow", keys=[...], scopes=[...], owner=None)."""
 
-    def make(tenant: Tenant | None, target: Tool | str, *, effect: str = "allow", keys: list[ApiKey] | None = None,
-             scopes: list[str] | None = None, owner: Tenant | None = None) -> AccessRule:
+    def make(
+        tenant: Tenant | None,
+        target: Tool | str,
+        *,
+        effect: str = "allow",
+        keys: list[ApiKey] | None = None,
+        scopes: list[str] | None = None,
+        owner: Tenant | None = None,
+    ) -> AccessRule:
         rule = AccessRule(
             effect=effect,
             tenant=tenant,

@@ -11,6 +11,6 @@ os.environ["DATABASE_URL"] = os.environ.get("TOOLBAY_TEST_DATABASE_URL", "postgr
 os.environ["REDIS_URL"] = os.environ.get("TOOLBAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("CHANNEL_LAYER_PREFIX", "toolbay-test:asgi")
 
-from mcp_platform.settings import *  # noqa: E402,F403
+from mcp_platform.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests

@@ -37,9 +37,7 @@ def rule_applies(rule: RuleSpec, principal: Principal) -> bool:
         return False
     if rule.key_ids and principal.key_id not in rule.key_ids:
         return False
-    if rule.scopes and not (rule.scopes & principal.scopes):
-        return False
-    return True
+    return not rule.scopes or bool(rule.scopes & principal.scopes)
 
 
 def is_visible(tool: ToolSpec, rules: Iterable[RuleSpec], principal: Principal) -> bool:

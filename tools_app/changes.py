@@ -6,8 +6,9 @@ touches 500 rows sends one message per affected tenant.
 
 Each flush bumps a per-tenant generation in Redis (``GENERATION_KEY``, one field per
 tenant slug, and field ``all`` for changes that concern every tenant). Fields are keyed
-by slug so a cache can read them before it knows anything else about the tenant. Hot-path caches compare generations on every request,
-so an invalidation cannot be lost the way a missed pub/sub message could.
+by slug so a cache can read them before it knows anything else about the tenant.
+Hot-path caches compare generations on every request, so an invalidation cannot be lost
+the way a missed pub/sub message could.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from tenants.models import Tenant
-
 from mcp_platform.redis_clients import sync_redis
+from tenants.models import Tenant
 
 log = logging.getLogger(__name__)
 

@@ -72,7 +72,9 @@ class ToolContext:
         """Ask the client's model for a completion (sampling/createMessage)."""
         if "sampling" not in self._link.client_capabilities:
             raise ToolError("This tool needs the client's model (sampling), but the client does not support it.")
-        return await self._client_request("sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **options})
+        return await self._client_request(
+            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **options}
+        )
 
     async def close_stream(self) -> None:
         """End the HTTP response now; the client reconnects and gets later events (SEP-1699)."""

@@ -26,7 +26,9 @@ async def tool_call(tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -
     if problem is not None:
         return error_result(describe_error(problem, subject="arguments") + f". Check the inputSchema of '{tool.name}'.")
     if tool.execution_mode != "inline":
-        return error_result(f"Tool '{tool.name}' is configured for background execution, which is not enabled on this server.")
+        return error_result(
+            f"Tool '{tool.name}' is configured for background execution, which is not enabled on this server."
+        )
     ctx = ToolContext(link, tool_name=tool.name)
     try:
         async with asyncio.timeout(tool.timeout_seconds):
@@ -54,6 +56,8 @@ def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:
     problem = first_error(validator, result["structuredContent"])
     if problem is not None:
         log.warning("tool %s broke its outputSchema: %s", tool.name, problem.message)
-        return error_result(f"Tool '{tool.name}' produced output that does not match its outputSchema: "
-                            + describe_error(problem, subject="output"))
+        return error_result(
+            f"Tool '{tool.name}' produced output that does not match its outputSchema: "
+            + describe_error(problem, subject="output")
+        )
     return result

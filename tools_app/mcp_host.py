@@ -25,7 +25,9 @@ class PlatformToolHost:
         visible = await self._cache.visible(identity)
         return [tool.wire for tool in visible.tools]
 
-    async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> dict[str, Any] | None:  # type: ignore[override]
+    async def call_tool(
+        self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink
+    ) -> dict[str, Any] | None:  # type: ignore[override]
         visible = await self._cache.visible(identity)
         tool = visible.by_name.get(name)
         if tool is None:

@@ -56,9 +56,7 @@ class Tool(models.Model):
     backend_config = models.JSONField(default=dict, blank=True)
     execution_mode = models.CharField(max_length=16, choices=ExecutionMode.choices, default=ExecutionMode.INLINE)
     task_support = models.CharField(max_length=16, choices=TaskSupport.choices, default=TaskSupport.FORBIDDEN)
-    timeout_seconds = models.FloatField(
-        default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)]
-    )
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)])
     enabled = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -67,7 +65,9 @@ class Tool(models.Model):
     class Meta:
         ordering = ["name", "id"]
         constraints = [
-            models.UniqueConstraint(fields=["name"], condition=Q(tenant__isnull=True), name="tool_unique_platform_name"),
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(tenant__isnull=True), name="tool_unique_platform_name"
+            ),
             models.UniqueConstraint(fields=["tenant", "name"], name="tool_unique_private_name"),
         ]
 
@@ -118,7 +118,11 @@ class AccessRule(models.Model):
 
     effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.ALLOW)
     tool = models.ForeignKey(
-        Tool, null=True, blank=True, on_delete=models.CASCADE, related_name="access_rules",
+        Tool,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="access_rules",
         help_text="One tool. Leave empty to match by pattern instead.",
     )
     tool_pattern = models.CharField(
@@ -127,7 +131,11 @@ class AccessRule(models.Model):
         help_text="A glob on tool names (e.g. 'demo.*' or '*'), or 'tag:<label>' for tools carrying that tag.",
     )
     tenant = models.ForeignKey(
-        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="access_rules",
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="access_rules",
         help_text="Empty: every tenant.",
     )
     owner = models.ForeignKey(
@@ -177,9 +185,11 @@ class AccessRule(models.Model):
             raise ValidationError("Choose exactly one target: a tool, or a pattern (glob or tag:<label>).")
         if self.owner_id is not None and self.tenant_id != self.owner_id:
             raise ValidationError({"tenant": "A tenant-managed rule applies to its own tenant only."})
-        if self.owner_id is not None and self.effect == self.Effect.ALLOW and self.tool_id is not None:
-            if self.tool is not None and self.tool.tenant_id != self.owner_id:
-                raise ValidationError({"tool": "Tenant-managed rules can grant only the tenant's private tools."})
+        grants_foreign_tool = (
+            self.tool_id is not None and self.tool is not None and self.tool.tenant_id != self.owner_id
+        )
+        if self.owner_id is not None and self.effect == self.Effect.ALLOW and grants_foreign_tool:
+            raise ValidationError({"tool": "Tenant-managed rules can grant only the tenant's private tools."})
         try:
             check_string_list(self.scopes, what="Scopes")
         except ValidationError as exc:

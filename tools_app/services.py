@@ -47,7 +47,11 @@ def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant 
 def access_rule_grant_pattern(*, tenant: Tenant | None, pattern: str, note: str = "") -> AccessRule:
     """An allow rule for a pattern (idempotent)."""
     rule, _ = AccessRule.objects.get_or_create(
-        effect=AccessRule.Effect.ALLOW, tool=None, tool_pattern=pattern, tenant=tenant, owner=None,
+        effect=AccessRule.Effect.ALLOW,
+        tool=None,
+        tool_pattern=pattern,
+        tenant=tenant,
+        owner=None,
         defaults={"note": note},
     )
     return rule

@@ -14,7 +14,7 @@ ICON_THEMES = ("light", "dark")
 
 def check_icons(icons: Any) -> None:
     if not isinstance(icons, list):
-        raise ValidationError("Icons must be a JSON list of objects like {\"src\": \"https://…\"}.")
+        raise ValidationError('Icons must be a JSON list of objects like {"src": "https://…"}.')
     for index, icon in enumerate(icons):
         where = f"icon #{index + 1}"
         if not isinstance(icon, dict) or not isinstance(icon.get("src"), str):
@@ -38,7 +38,13 @@ def check_string_list(value: Any, *, what: str) -> None:
 
 
 def tool_field_errors(
-    *, input_schema: Any, output_schema: Any, icons: Any, tags: Any, backend_kind: str, backend_config: Any,
+    *,
+    input_schema: Any,
+    output_schema: Any,
+    icons: Any,
+    tags: Any,
+    backend_kind: str,
+    backend_config: Any,
     description: str,
 ) -> dict[str, list[str]]:
     """Problems per field name; empty when the tool definition is usable."""

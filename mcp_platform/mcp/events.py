@@ -50,7 +50,9 @@ class EventStore:
     async def exists(self, session_id: str, stream_id: str) -> bool:
         return bool(await self._redis.exists(names.events_key(session_id, stream_id)))
 
-    async def follow(self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000) -> AsyncIterator[StoredEvent]:
+    async def follow(
+        self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000
+    ) -> AsyncIterator[StoredEvent]:
         """Events after ``after_entry``, then new ones as they arrive, until a final event."""
         key = names.events_key(session_id, stream_id)
         last = after_entry

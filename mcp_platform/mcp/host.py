@@ -34,5 +34,7 @@ class ToolHost(Protocol):
     async def list_tools(self, identity: Identity) -> list[dict[str, Any]]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""
 
-    async def call_tool(self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink) -> dict[str, Any] | None:
+    async def call_tool(
+        self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink
+    ) -> dict[str, Any] | None:
         """A CallToolResult, or None when the caller has no such tool (missing or forbidden)."""

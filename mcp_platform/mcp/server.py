@@ -110,7 +110,9 @@ class Engine:
 
     # --- inbound messages --------------------------------------------------------------
 
-    async def handle_request(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any] | None:
+    async def handle_request(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any] | None:
         """The response message, or None when the request was cancelled (no response then)."""
         handler = self._methods.get(message.method)
         try:
@@ -157,7 +159,9 @@ class Engine:
     async def _ping(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any]:
         return {}
 
-    async def _set_level(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any]:
+    async def _set_level(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
         level = message.params.get("level")
         if level not in LOG_LEVELS:
             raise JsonRpcError(INVALID_PARAMS, f"Invalid log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
@@ -165,7 +169,9 @@ class Engine:
         await self.sessions.save(session)
         return {}
 
-    async def _tools_list(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any]:
+    async def _tools_list(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
         scope = f"tools/list:{identity.subject}"
         cursor = message.params.get("cursor")
         offset = 0
@@ -181,7 +187,9 @@ class Engine:
             result["nextCursor"] = self.cursors.encode(end, scope=scope)
         return result
 
-    async def _tools_call(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any] | None:
+    async def _tools_call(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any] | None:
         params = message.params
         name = params.get("name")
         if not isinstance(name, str) or not name:
@@ -215,8 +223,14 @@ class StreamCallLink:
     they reach this call through its channel-layer channel, registered in Redis.
     """
 
-    def __init__(self, engine: Engine, session: Session, stream: Stream, request_id: jsonrpc.RequestId,
-                 progress_token: str | int | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        session: Session,
+        stream: Stream,
+        request_id: jsonrpc.RequestId,
+        progress_token: str | int | None,
+    ) -> None:
         self._engine = engine
         self._session = session
         self._stream = stream

@@ -57,8 +57,15 @@ class TransportConfig:
 class HttpProblem(Exception):
     """Answer the HTTP request with this status and a JSON-RPC error body."""
 
-    def __init__(self, status: int, code: int, message: str, *, headers: list[tuple[bytes, bytes]] | None = None,
-                 data: Any = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        *,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        data: Any = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.error = JsonRpcError(code, message, data=data)
@@ -240,8 +247,11 @@ class StreamableHttp:
         version = headers.get(VERSION_HEADER)
         # Any supported value is fine, even one that differs from the negotiated version.
         if version is not None and version not in SUPPORTED:
-            raise HttpProblem(400, SERVER_ERROR, f"Bad Request: unsupported MCP-Protocol-Version {version!r}; "
-                              f"supported: {', '.join(SUPPORTED)}")
+            raise HttpProblem(
+                400,
+                SERVER_ERROR,
+                f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(SUPPORTED)}",
+            )
         return session
 
     # --- POST ---------------------------------------------------------------------------
@@ -264,7 +274,9 @@ class StreamableHttp:
     async def _post(self, identity: Identity, headers: dict[str, str], receive: Receive, responder: Responder) -> None:
         accept = headers.get("accept")
         if not (http.accepts(accept, http.JSON) and http.accepts(accept, http.SSE)):
-            raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list application/json and text/event-stream")
+            raise HttpProblem(
+                406, SERVER_ERROR, "Not Acceptable: Accept must list application/json and text/event-stream"
+            )
         if not http.is_json_content_type(headers.get("content-type")):
             raise HttpProblem(415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json")
         body = await self._read_body(receive)
@@ -312,10 +324,15 @@ class StreamableHttp:
             data={"supported": list(SUPPORTED), "requested": requested},
         )
 
-    async def _initialize(self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder) -> None:
+    async def _initialize(
+        self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder
+    ) -> None:
         if headers.get(SESSION_HEADER):
-            raise HttpProblem(400, INVALID_REQUEST, "Bad Request: initialize must not carry an Mcp-Session-Id "
-                              "(the session is already initialized)")
+            raise HttpProblem(
+                400,
+                INVALID_REQUEST,
+                "Bad Request: initialize must not carry an Mcp-Session-Id (the session is already initialized)",
+            )
         session, response = await self.engine.initialize(identity, message)
         await responder.json(200, response, [(SESSION_HEADER.encode(), session.id.encode())])
 
@@ -325,14 +342,16 @@ class StreamableHttp:
         else:
             await self.engine.handle_response(session, message)
 
-    async def _post_batch(self, identity: Identity, headers: dict[str, str], payload: list[Any], receive: Receive,
-                          responder: Responder) -> None:
+    async def _post_batch(
+        self, identity: Identity, headers: dict[str, str], payload: list[Any], receive: Receive, responder: Responder
+    ) -> None:
         if not payload:
             raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
         session = await self._session(identity, headers)
         if not allows_batches(session.protocol_version):
-            raise HttpProblem(400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol "
-                              f"{session.protocol_version}")
+            raise HttpProblem(
+                400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol {session.protocol_version}"
+            )
         stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
         responses: list[dict[str, Any]] = []
         requests: list[Message] = []
@@ -343,7 +362,9 @@ class StreamableHttp:
                 responses.append(jsonrpc.error(None, exc))
                 continue
             if message.is_request and message.method == "initialize":
-                responses.append(jsonrpc.error(message.id, JsonRpcError(INVALID_REQUEST, "initialize cannot be batched")))
+                responses.append(
+                    jsonrpc.error(message.id, JsonRpcError(INVALID_REQUEST, "initialize cannot be batched"))
+                )
             elif message.is_request:
                 requests.append(message)
             else:
@@ -353,7 +374,9 @@ class StreamableHttp:
             return
         watcher = asyncio.ensure_future(_watch_disconnect(receive, responder))
         try:
-            answers = await asyncio.gather(*(self.engine.handle_request(session, identity, m, stream) for m in requests))
+            answers = await asyncio.gather(
+                *(self.engine.handle_request(session, identity, m, stream) for m in requests)
+            )
             responses.extend(a for a in answers if a is not None)
             await stream.finish(responses or None)
         finally:
@@ -382,8 +405,15 @@ class StreamableHttp:
             if await self.redis.get(lock) == token.encode():
                 await self.redis.delete(lock)
 
-    async def _follow(self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder,
-                      lock: tuple[str, str] | None = None) -> None:
+    async def _follow(
+        self,
+        session: Session,
+        stream_id: str,
+        after: str,
+        receive: Receive,
+        responder: Responder,
+        lock: tuple[str, str] | None = None,
+    ) -> None:
         """Send a stream's events after ``after`` and then live ones, until its final event
         or the client leaves."""
         await responder.start(200, list(sse.HEADERS))

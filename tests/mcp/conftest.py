@@ -6,6 +6,7 @@ uses. Two processes run so tests can prove that nothing lives in one process's m
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import subprocess
@@ -78,9 +79,23 @@ def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = No
     }
     log_path = tmp_dir / f"{name}.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "mcp_platform.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--no-access-log"],
-        cwd=ROOT, env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "mcp_platform.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
     )
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
     deadline = time.monotonic() + 30
@@ -108,7 +123,7 @@ class LiveWorld:
 def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
     world = LiveWorld()
     with django_db_blocker.unblock():
-        call_command("seed_demo", stdout=open(os.devnull, "w"))
+        call_command("seed_demo", stdout=io.StringIO())
         alpha = tenant_create(slug="live-alpha", name="Live Alpha")
         beta = tenant_create(slug="live-beta", name="Live Beta")
         tenant_create(slug="live-public", name="Live Public", allow_anonymous=True)
@@ -118,7 +133,13 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
         for tenant in (alpha, beta):
             access_rule_grant_pattern(tenant=tenant, pattern="tag:demo")
         access_rule_grant_pattern(tenant=alpha, pattern="tag:conformance")
-        for label, tenant in (("alpha", alpha), ("alpha2", alpha), ("beta", beta), ("revoked", alpha), ("expired", alpha)):
+        for label, tenant in (
+            ("alpha", alpha),
+            ("alpha2", alpha),
+            ("beta", beta),
+            ("revoked", alpha),
+            ("expired", alpha),
+        ):
             key, raw = api_key_create(tenant=tenant, name=f"live {label}")
             world.keys[label] = raw
             world.key_ids[label] = key.pk

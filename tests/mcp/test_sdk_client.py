@@ -78,8 +78,9 @@ def test_elicitation_is_answered_by_the_client(server, live_world):
             asked.append(params.message)
             return ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
 
-        async with _client(server.endpoint("live-alpha"), live_world.keys["alpha"], "legacy",
-                           elicitation_callback=elicit) as client:
+        async with _client(
+            server.endpoint("live-alpha"), live_world.keys["alpha"], "legacy", elicitation_callback=elicit
+        ) as client:
             result = await client.call_tool("test_elicitation", {"message": "Who are you?"})
         assert asked == ["Who are you?"]
         assert result.is_error is False
@@ -93,7 +94,9 @@ def test_sampling_is_answered_by_the_client(server, live_world):
         async def sample(context: Any, params: Any) -> CreateMessageResult:
             return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Paris"), model="m")
 
-        async with _client(server.endpoint("live-alpha"), live_world.keys["alpha"], "legacy", sampling_callback=sample) as client:
+        async with _client(
+            server.endpoint("live-alpha"), live_world.keys["alpha"], "legacy", sampling_callback=sample
+        ) as client:
             result = await client.call_tool("test_sampling", {"prompt": "Capital of France?"})
         assert result.content[0].text == "LLM response: Paris"
 

@@ -88,7 +88,9 @@ class McpSession:
         params = dict(INIT_PARAMS, protocolVersion=version)
         response = client.post(endpoint, json=rpc("initialize", params, id=0), headers=headers(key))
         assert response.status_code == 200, response.text
-        session = cls(client, endpoint, key, response.headers["mcp-session-id"], response.json()["result"]["protocolVersion"])
+        session = cls(
+            client, endpoint, key, response.headers["mcp-session-id"], response.json()["result"]["protocolVersion"]
+        )
         ack = session.post(note("notifications/initialized"))
         assert ack.status_code == 202, ack.text
         return session

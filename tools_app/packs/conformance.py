@@ -36,13 +36,21 @@ async def audio(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, A
 
 @tool_handler("conformance.embedded_resource")
 async def embedded_resource(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    resource = {"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}
+    resource = {
+        "uri": "test://embedded-resource",
+        "mimeType": "text/plain",
+        "text": "This is an embedded resource content.",
+    }
     return [{"type": "resource", "resource": resource}]
 
 
 @tool_handler("conformance.mixed")
 async def mixed(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    resource = {"uri": "test://mixed-content-resource", "mimeType": "application/json", "text": '{"test":"data","value":123}'}
+    resource = {
+        "uri": "test://mixed-content-resource",
+        "mimeType": "application/json",
+        "text": '{"test":"data","value":123}',
+    }
     return [
         {"type": "text", "text": "Multiple content types test:"},
         {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
@@ -73,7 +81,9 @@ async def progress(ctx: ToolContext, arguments: dict[str, Any]) -> str:
 
 @tool_handler("conformance.sampling")
 async def sampling(ctx: ToolContext, arguments: dict[str, Any]) -> str:
-    reply = await ctx.sample([{"role": "user", "content": {"type": "text", "text": arguments["prompt"]}}], max_tokens=100)
+    reply = await ctx.sample(
+        [{"role": "user", "content": {"type": "text", "text": arguments["prompt"]}}], max_tokens=100
+    )
     content = reply.get("content")
     text = content.get("text") if isinstance(content, dict) else json.dumps(content)
     return f"LLM response: {text}"
@@ -105,8 +115,12 @@ async def elicitation_defaults(ctx: ToolContext, arguments: dict[str, Any]) -> s
                 "name": {"type": "string", "description": "User name", "default": "John Doe"},
                 "age": {"type": "integer", "description": "User age", "default": 30},
                 "score": {"type": "number", "description": "User score", "default": 95.5},
-                "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
-                           "default": "active"},
+                "status": {
+                    "type": "string",
+                    "description": "User status",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
                 "verified": {"type": "boolean", "description": "Verification status", "default": True},
             },
             "required": [],
@@ -117,23 +131,38 @@ async def elicitation_defaults(ctx: ToolContext, arguments: dict[str, Any]) -> s
 
 @tool_handler("conformance.elicitation_enums")
 async def elicitation_enums(ctx: ToolContext, arguments: dict[str, Any]) -> str:
-    options = [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
-               {"const": "value3", "title": "Third Option"}]
+    options = [
+        {"const": "value1", "title": "First Option"},
+        {"const": "value2", "title": "Second Option"},
+        {"const": "value3", "title": "Third Option"},
+    ]
     answer = await ctx.elicit(
         "Please select options from the enum fields",
         {
             "type": "object",
             "properties": {
-                "untitledSingle": {"type": "string", "description": "Select one option",
-                                   "enum": ["option1", "option2", "option3"]},
+                "untitledSingle": {
+                    "type": "string",
+                    "description": "Select one option",
+                    "enum": ["option1", "option2", "option3"],
+                },
                 "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": options},
-                "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
-                               "enum": ["opt1", "opt2", "opt3"],
-                               "enumNames": ["Option One", "Option Two", "Option Three"]},
-                "untitledMulti": {"type": "array", "description": "Select multiple options",
-                                  "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
-                "titledMulti": {"type": "array", "description": "Select multiple options with titles",
-                                "items": {"anyOf": options}},
+                "legacyEnum": {
+                    "type": "string",
+                    "description": "Select one option (legacy)",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"],
+                },
+                "untitledMulti": {
+                    "type": "array",
+                    "description": "Select multiple options",
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                },
+                "titledMulti": {
+                    "type": "array",
+                    "description": "Select multiple options with titles",
+                    "items": {"anyOf": options},
+                },
             },
             "required": [],
         },
@@ -172,29 +201,48 @@ TOOLS = [
     _fixture("test_error_handling", "conformance.error", "Always returns a tool error."),
     _fixture("test_tool_with_progress", "conformance.progress", "Reports progress 0, 50 and 100 of 100."),
     _fixture(
-        "test_sampling", "conformance.sampling", "Asks the client's model to answer the prompt (sampling).",
-        {"type": "object", "properties": {"prompt": {"type": "string", "description": "The prompt to sample"}},
-         "required": ["prompt"]},
+        "test_sampling",
+        "conformance.sampling",
+        "Asks the client's model to answer the prompt (sampling).",
+        {
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "The prompt to sample"}},
+            "required": ["prompt"],
+        },
     ),
     _fixture(
-        "test_elicitation", "conformance.elicitation", "Asks the user for a username and an email (elicitation).",
-        {"type": "object", "properties": {"message": {"type": "string", "description": "The message to show"}},
-         "required": ["message"]},
+        "test_elicitation",
+        "conformance.elicitation",
+        "Asks the user for a username and an email (elicitation).",
+        {
+            "type": "object",
+            "properties": {"message": {"type": "string", "description": "The message to show"}},
+            "required": ["message"],
+        },
     ),
-    _fixture("test_elicitation_sep1034_defaults", "conformance.elicitation_defaults",
-             "Elicits a form whose fields carry default values (SEP-1034)."),
-    _fixture("test_elicitation_sep1330_enums", "conformance.elicitation_enums",
-             "Elicits every enum form of SEP-1330."),
     _fixture(
-        "json_schema_2020_12_tool", "conformance.json_schema_2020_12", "Takes arguments described with JSON Schema 2020-12.",
+        "test_elicitation_sep1034_defaults",
+        "conformance.elicitation_defaults",
+        "Elicits a form whose fields carry default values (SEP-1034).",
+    ),
+    _fixture("test_elicitation_sep1330_enums", "conformance.elicitation_enums", "Elicits every enum form of SEP-1330."),
+    _fixture(
+        "json_schema_2020_12_tool",
+        "conformance.json_schema_2020_12",
+        "Takes arguments described with JSON Schema 2020-12.",
         {
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "type": "object",
-            "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "$defs": {
+                "address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}
+            },
             "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
             "additionalProperties": False,
         },
     ),
-    _fixture("test_reconnection", "conformance.reconnection",
-             "Closes its stream early and delivers the result on reconnection (SEP-1699)."),
+    _fixture(
+        "test_reconnection",
+        "conformance.reconnection",
+        "Closes its stream early and delivers the result on reconnection (SEP-1699).",
+    ),
 ]

@@ -25,10 +25,16 @@ class Command(BaseCommand):
         if options["expires_at"]:
             expires_at = parse_datetime(options["expires_at"])
             if expires_at is None or expires_at.tzinfo is None:
-                raise CommandError("--expires-at must be an ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z")
+                raise CommandError(
+                    "--expires-at must be an ISO 8601 date-time with a time zone, e.g. 2027-01-01T00:00:00Z"
+                )
         try:
-            key, raw = api_key_create(tenant=tenant, name=options["name"], scopes=options["scopes"], expires_at=expires_at)
+            key, raw = api_key_create(
+                tenant=tenant, name=options["name"], scopes=options["scopes"], expires_at=expires_at
+            )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None
-        self.stdout.write(f"Created API key {key.name!r} for {tenant.slug} (prefix {key.prefix}). It is shown only now:")
+        self.stdout.write(
+            f"Created API key {key.name!r} for {tenant.slug} (prefix {key.prefix}). It is shown only now:"
+        )
         self.stdout.write(raw)

@@ -16,7 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            tenant = tenant_create(slug=options["slug"], name=options["name"], allow_anonymous=options["allow_anonymous"])
+            tenant = tenant_create(
+                slug=options["slug"], name=options["name"], allow_anonymous=options["allow_anonymous"]
+            )
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from None
         self.stdout.write(f"Created tenant {tenant.slug} ({tenant.name}); endpoint /mcp/{tenant.slug}")

@@ -1,0 +1,155 @@
+"""Streams across processes: resumption, answers and cancellation reaching the right call."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.mcp.wire import McpSession, SseEvent, note, parse_sse, rpc
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=20) as client:
+        yield client
+
+
+def _read_events(stream: httpx.Response, count: int) -> list[SseEvent]:
+    lines: list[str] = []
+    events: list[SseEvent] = []
+    for line in stream.iter_lines():
+        lines.append(line)
+        if line == "":
+            events = parse_sse(lines)
+            if len(events) >= count:
+                return events
+    return parse_sse(lines)
+
+
+def test_sessions_are_shared_between_processes(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    for i in range(6):
+        session.endpoint = (server if i % 2 else other_server).endpoint("live-alpha")
+        answer = session.request("tools/call", {"name": "echo", "arguments": {"text": f"turn {i}"}})
+        assert answer["result"]["content"][0]["text"] == f"turn {i}"
+    assert session.request("logging/setLevel", {"level": "error"})["result"] == {}
+
+
+def test_dropped_stream_resumes_on_another_process_without_loss_or_duplicates(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    call = rpc("tools/call", {"name": "countdown", "arguments": {"n": 6}, "_meta": {"progressToken": "p"}}, id=41)
+    with http.stream("POST", session.endpoint, json=call, headers=session.headers()) as stream:
+        first = _read_events(stream, 3)  # priming + two progress events, then the client "drops"
+    assert first[0].data == ""
+    seen = [e.message["params"]["progress"] for e in first[1:]]
+    last_id = first[-1].id
+
+    resumed = other_server.endpoint("live-alpha")
+    response = http.get(resumed, headers=session.headers(Accept="text/event-stream", **{"Last-Event-ID": last_id}))
+    assert response.status_code == 200
+    rest = [e for e in parse_sse(response.text.split("\n")) if e.data]
+    progress = seen + [e.message["params"]["progress"] for e in rest if e.message.get("method")]
+    assert progress == [1, 2, 3, 4, 5, 6]
+    assert rest[-1].message == {
+        "jsonrpc": "2.0",
+        "id": 41,
+        "result": {"content": [{"type": "text", "text": "Countdown from 6 finished."}]},
+    }
+    all_ids = [e.id for e in first] + [e.id for e in rest]
+    assert len(all_ids) == len(set(all_ids))
+
+    again = http.get(resumed, headers=session.headers(Accept="text/event-stream", **{"Last-Event-ID": rest[-2].id}))
+    assert [e.message for e in parse_sse(again.text.split("\n")) if e.data] == [rest[-1].message]
+
+
+def test_server_closes_early_and_client_polls_for_the_result(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    response = session.post(rpc("tools/call", {"name": "test_reconnection", "arguments": {}}, id=7))
+    events = parse_sse(response.text.split("\n"))
+    assert len(events) == 1 and events[0].data == "" and events[0].retry == 1000
+    time.sleep(0.3)
+    replay = http.get(
+        other_server.endpoint("live-alpha"),
+        headers=session.headers(Accept="text/event-stream", **{"Last-Event-ID": events[0].id}),
+    )
+    messages = [e.message for e in parse_sse(replay.text.split("\n")) if e.data]
+    assert messages == [
+        {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "Reconnection test completed"}]}}
+    ]
+
+
+def test_elicitation_answer_posted_to_another_process_reaches_the_call(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    call = rpc("tools/call", {"name": "test_elicitation", "arguments": {"message": "Name?"}}, id=3)
+    with http.stream("POST", session.endpoint, json=call, headers=session.headers()) as stream:
+        lines = stream.iter_lines()
+        collected: list[str] = []
+        request = None
+        for line in lines:
+            collected.append(line)
+            events = [e for e in parse_sse(collected) if e.data]
+            if events:
+                request = events[0].message
+                break
+        assert request["method"] == "elicitation/create"
+        assert request["params"]["message"] == "Name?"
+        answer = {
+            "jsonrpc": "2.0",
+            "id": request["id"],
+            "result": {"action": "accept", "content": {"username": "grace", "email": "g@example.com"}},
+        }
+        with httpx.Client(timeout=10) as other:
+            posted = other.post(other_server.endpoint("live-alpha"), json=answer, headers=session.headers())
+        assert posted.status_code == 202
+        rest = [e.message for e in parse_sse(list(lines)) if e.data]
+    assert rest[-1]["id"] == 3
+    assert "g@example.com" in rest[-1]["result"]["content"][0]["text"]
+
+
+def test_cancellation_sent_to_another_process_stops_the_call(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    call = rpc("tools/call", {"name": "countdown", "arguments": {"n": 50}, "_meta": {"progressToken": "c"}}, id=11)
+    result: dict = {}
+
+    def cancel_soon() -> None:
+        time.sleep(0.6)
+        with httpx.Client(timeout=10) as other:
+            response = other.post(
+                other_server.endpoint("live-alpha"),
+                json=note("notifications/cancelled", {"requestId": 11, "reason": "user"}),
+                headers=session.headers(),
+            )
+            result["status"] = response.status_code
+
+    started = time.monotonic()
+    canceller = threading.Thread(target=cancel_soon)
+    canceller.start()
+    response = session.post(call)
+    elapsed = time.monotonic() - started
+    canceller.join()
+    assert result["status"] == 202
+    messages = [e.message for e in parse_sse(response.text.split("\n")) if e.data]
+    assert all("method" in m for m in messages), "a cancelled request gets no response"
+    assert len(messages) < 10
+    assert elapsed < 5, "countdown of 50 (10 s) must stop soon after the cancellation"
+
+
+def test_cancellation_arriving_before_registration_is_honoured(http, server, other_server, live_world):
+    session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+    parked = http.post(
+        other_server.endpoint("live-alpha"),
+        json=note("notifications/cancelled", {"requestId": "early"}),
+        headers=session.headers(),
+    )
+    assert parked.status_code == 202
+    started = time.monotonic()
+    response = session.post(rpc("tools/call", {"name": "countdown", "arguments": {"n": 20}}, id="early"))
+    assert time.monotonic() - started < 3
+    assert response.status_code in (200, 202)
+    assert "result" not in response.text
