@@ -100,4 +100,6 @@ def describe_error(error: JsonSchemaValidationError, *, subject: str) -> str:
 
 def first_error(validator: Validator, instance: Any) -> JsonSchemaValidationError | None:
     """The most relevant validation error (jsonschema's own ranking), or None when valid."""
+    if validator.is_valid(instance):  # the common case; ranking errors costs a lot more
+        return None
     return jsonschema.exceptions.best_match(validator.iter_errors(instance))  # type: ignore[arg-type]

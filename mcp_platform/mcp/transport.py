@@ -200,21 +200,30 @@ class StreamableHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
         responder = Responder(send)
         headers = http.header_map(scope.get("headers", []))
+        lookup: asyncio.Future[Session | None] | None = None
         try:
             self._check_host_and_origin(headers)
+            session_id = headers.get(SESSION_HEADER)
+            if session_id:
+                # Fetch the session while the credential is checked: two Redis round trips
+                # overlap instead of adding up. It is used only once the credential passed.
+                lookup = asyncio.ensure_future(self.engine.sessions.get(session_id))
             identity = await self._authenticate(endpoint, headers)
             method = scope.get("method", "GET")
             if method == "POST":
-                await self._post(identity, headers, receive, responder)
+                await self._post(identity, headers, receive, responder, lookup)
             elif method == "GET":
-                await self._get(identity, headers, receive, responder)
+                await self._get(identity, headers, receive, responder, lookup)
             elif method == "DELETE":
-                await self._delete(identity, headers, responder)
+                await self._delete(identity, headers, responder, lookup)
             else:
                 raise HttpProblem(405, SERVER_ERROR, "Method not allowed", headers=[(b"allow", b"GET, POST, DELETE")])
         except HttpProblem as problem:
             if not responder.started:
                 await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
+        finally:
+            if lookup is not None and not lookup.done():
+                lookup.cancel()
 
     # --- checks shared by every method -----------------------------------------------
 
@@ -236,11 +245,12 @@ class StreamableHttp:
                 raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None
             raise HttpProblem(exc.status, SERVER_ERROR, exc.message) from None
 
-    async def _session(self, identity: Identity, headers: dict[str, str]) -> Session:
-        session_id = headers.get(SESSION_HEADER)
-        if not session_id:
+    async def _session(
+        self, identity: Identity, headers: dict[str, str], lookup: asyncio.Future[Session | None] | None
+    ) -> Session:
+        if lookup is None:
             raise HttpProblem(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required")
-        session = await self.engine.sessions.get(session_id)
+        session = await lookup
         # A session bound to another credential looks exactly like a missing one.
         if session is None or session.subject != identity.subject:
             raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
@@ -271,7 +281,14 @@ class StreamableHttp:
             if not message.get("more_body"):
                 return b"".join(chunks)
 
-    async def _post(self, identity: Identity, headers: dict[str, str], receive: Receive, responder: Responder) -> None:
+    async def _post(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
         accept = headers.get("accept")
         if not (http.accepts(accept, http.JSON) and http.accepts(accept, http.SSE)):
             raise HttpProblem(
@@ -288,7 +305,7 @@ class StreamableHttp:
         if is_modern(header_version, payload):
             self._reject_modern(header_version, payload)
         if isinstance(payload, list):
-            await self._post_batch(identity, headers, payload, receive, responder)
+            await self._post_batch(identity, headers, payload, receive, responder, lookup)
             return
         try:
             message = jsonrpc.validate(payload)
@@ -297,7 +314,7 @@ class StreamableHttp:
         if message.is_request and message.method == "initialize":
             await self._initialize(identity, headers, message, responder)
             return
-        session = await self._session(identity, headers)
+        session = await self._session(identity, headers, lookup)
         if not message.is_request:
             await self._absorb(session, message)
             await responder.whole(202, b"", [])
@@ -343,11 +360,17 @@ class StreamableHttp:
             await self.engine.handle_response(session, message)
 
     async def _post_batch(
-        self, identity: Identity, headers: dict[str, str], payload: list[Any], receive: Receive, responder: Responder
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        payload: list[Any],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
     ) -> None:
         if not payload:
             raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
-        session = await self._session(identity, headers)
+        session = await self._session(identity, headers, lookup)
         if not allows_batches(session.protocol_version):
             raise HttpProblem(
                 400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol {session.protocol_version}"
@@ -384,10 +407,17 @@ class StreamableHttp:
 
     # --- GET ----------------------------------------------------------------------------
 
-    async def _get(self, identity: Identity, headers: dict[str, str], receive: Receive, responder: Responder) -> None:
+    async def _get(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
         if not http.accepts(headers.get("accept"), http.SSE):
             raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
-        session = await self._session(identity, headers)
+        session = await self._session(identity, headers, lookup)
         last_event_id = headers.get("last-event-id")
         if last_event_id:
             parsed = parse_event_id(last_event_id)
@@ -449,7 +479,13 @@ class StreamableHttp:
 
     # --- DELETE -------------------------------------------------------------------------
 
-    async def _delete(self, identity: Identity, headers: dict[str, str], responder: Responder) -> None:
-        session = await self._session(identity, headers)
+    async def _delete(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
+        session = await self._session(identity, headers, lookup)
         await self.engine.sessions.delete(session.id)
         await responder.whole(200, b"", [])
