@@ -1,0 +1,31 @@
+# Toolbay. `make run` serves it on this machine; `make test` is the whole suite (what .ci/run calls).
+# The work is in scripts/ and conformance/run.sh, so each target is one plain command.
+SHELL := /bin/bash
+
+.DEFAULT_GOAL := help
+.PHONY: help run test conformance lint bench clean distclean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## Install, migrate, seed the demo, start Redis if needed, serve on :8000 with a Celery worker (Ctrl-C stops all)
+	@bash scripts/run.sh
+
+test: ## ruff, makemigrations --check, pytest (PostgreSQL + Redis db 15) and the conformance suite
+	@bash scripts/test.sh
+
+conformance: ## The MCP conformance suite 0.1.16 against a throw-away server (baseline: conformance/baseline.yml)
+	@bash conformance/run.sh
+
+lint: ## ruff check .
+	@bash -c 'source scripts/lib.sh && ensure_requirements dev && cd "$$ROOT" && "$$VENV/bin/ruff" check .'
+
+bench: ## bench/echo_bench.py: tools/call echo throughput vs a bare ASGI app (BENCH_ARGS="--sessions 1 32")
+	@bash scripts/bench.sh
+
+clean: ## Remove caches, var/ (private Redis dirs, conformance database) and conformance results; keeps .venv and db.sqlite3
+	rm -rf var conformance-results .pytest_cache .ruff_cache .mypy_cache
+	find . -path ./.venv -prune -o -path ./.conf -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean ## clean, and also remove .venv and .conf (Node + the conformance suite); keeps db.sqlite3
+	rm -rf .venv .conf

