@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.test import Client
 
-from tenants.models import ApiKey, Tenant
-from tenants.services import api_key_create, tenant_create
+from tenants.models import ApiKey, Membership, Tenant
+from tenants.services import api_key_create, membership_set, tenant_create
 from tools_app.catalog import catalog_cache
 from tools_app.models import AccessRule, Tool
 
@@ -110,3 +112,25 @@ def grant(db: Any) -> Callable[..., AccessRule]:
         return rule
 
     return make
+
+
+@pytest.fixture
+def make_staff(db: Any) -> Callable[..., Any]:
+    """make_staff("alice", acme, role="admin"): a staff user holding that membership and no
+    Django permission rows (tenant admins get their rights from memberships alone)."""
+
+    def make(username: str, tenant: Tenant | None = None, role: str = Membership.Role.ADMIN) -> Any:
+        user = get_user_model().objects.create_user(username, password="pw", is_staff=True)
+        if tenant is not None:
+            membership_set(tenant=tenant, user=user, role=role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def acme_admin_client(make_staff: Callable[..., Any], acme: Tenant) -> Client:
+    """The Django admin as a staff user who administers acme (and nothing else)."""
+    client = Client()
+    client.force_login(make_staff("acme-admin", acme))
+    return client
