@@ -78,7 +78,7 @@ ensure_requirements() {
     if [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted" ]]; then
         return 0
     fi
-    say "Installing $file into .venv (it changed since the last install)"
+    say "Installing $file into .venv (new, or changed since the last install)"
     "$PY" -m pip install --quiet --disable-pip-version-check -r "$ROOT/$file" ||
         die "pip install -r $file failed (see above)."
     printf '%s\n' "$wanted" >"$stamp"
