@@ -10,6 +10,7 @@
 # Knobs: TOOLBAY_CONFORMANCE_REDIS_URL (redis://127.0.0.1:6379/14), CONFORMANCE_SCENARIO
 # (run one scenario instead of --suite all), CONFORMANCE_TIMEOUT (seconds, 900).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 cd "$ROOT"
 
@@ -67,7 +68,7 @@ server_env=(
     DJANGO_SETTINGS_MODULE=mcp_platform.settings
     DEBUG=0
     SECRET_KEY="conformance-$(date +%s)-$RANDOM$RANDOM"
-    ALLOWED_HOSTS=localhost,127.0.0.1
+    "ALLOWED_HOSTS=localhost,127.0.0.1"
     MCP_ALLOWED_ORIGINS=
     MCP_TRUST_FORWARDED_HOST=0
     DATABASE_URL="sqlite:///$WORK/db.sqlite3"

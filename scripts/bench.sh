@@ -3,6 +3,7 @@
 # It brings its own SQLite file and uses Redis db 13 (BENCH_REDIS_URL), which it flushes.
 # Arguments: make bench BENCH_ARGS="--sessions 1 32 --seconds 5 --servers uvicorn daphne"
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 

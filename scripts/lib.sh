@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by scripts/run.sh, scripts/test.sh and conformance/run.sh; source it, don't run it.
 #
 # What it gives them: a virtualenv that matches the requirements files, Redis and
@@ -18,6 +19,9 @@ die() {
     for line in "$@"; do printf '       %s\n' "$line" >&2; done
     exit 1
 }
+
+# A URL fit for a message: the password, if any, replaced by ***.
+redact() { sed -E 's#(//[^:/@]*):[^@/]*@#\1:***@#' <<<"$1"; }
 
 # True when nobody can answer a prompt (CI, or stdin is not a terminal).
 non_interactive() { [[ -n "${CI:-}" || ! -t 0 ]]; }
@@ -172,14 +176,15 @@ install_redis_server() {
 # ensure_redis URL — makes sure a Redis answers at URL. A local one that is not running is
 # started as a child of this script (no persistence, data dir under var/), so it stops with it.
 ensure_redis() {
-    local url="$1" status=0 host port dir
+    local url="$1" status=0 host port dir shown
+    shown="$(redact "$url")"
     probe redis "$url" || status=$?
     case "$status" in
         0) return 0 ;;
-        3) die "a server answers at $url but not as we asked (see above)." "Fix REDIS_URL (password, db number)." ;;
+        3) die "a server answers at $shown but not as we asked (see above)." "Fix REDIS_URL (password, db number)." ;;
     esac
     read -r host port < <(probe redis-addr "$url")
-    is_local_host "$host" || die "no Redis answers at $url, and it is not on this machine, so it cannot be started here." \
+    is_local_host "$host" || die "no Redis answers at $shown, and it is not on this machine, so it cannot be started here." \
         "Start it, or unset REDIS_URL to use a local one (redis://127.0.0.1:6379/0)."
     if ! command -v redis-server >/dev/null; then
         install_redis_server
@@ -208,23 +213,28 @@ ensure_redis() {
 # ensure_postgres URL — makes sure the PostgreSQL server in URL accepts a login; starts the
 # local Debian cluster when nothing listens.
 ensure_postgres() {
-    local url="$1" status=0 host version
+    local url="$1" status=0 host version shown
+    shown="$(redact "$url")"
     probe postgres "$url" || status=$?
     case "$status" in
         0) return 0 ;;
-        3) die "PostgreSQL answers but refuses the login in $url (see above)." \
+        3) die "PostgreSQL answers but refuses the login in $shown (see above)." \
             "The tests log in as user postgres without a password on 127.0.0.1:5432; set TOOLBAY_TEST_DATABASE_URL to use another server or user." ;;
     esac
     host="$(
         "$PY" -c 'import sys; from urllib.parse import urlsplit; print(urlsplit(sys.argv[1]).hostname or "127.0.0.1")' "$url"
     )"
-    is_local_host "$host" || die "no PostgreSQL answers at $host (from $url)." "Start it, or set TOOLBAY_TEST_DATABASE_URL."
+    is_local_host "$host" || die "no PostgreSQL answers at $host (from $shown)." "Start it, or set TOOLBAY_TEST_DATABASE_URL."
     if [[ ! -d /etc/postgresql ]] || ! command -v pg_ctlcluster >/dev/null; then
         die "no PostgreSQL answers on $host and none is installed here." \
             "Install and start one (Debian/Ubuntu: sudo apt-get install postgresql), allow user postgres to log in over TCP" \
             "from 127.0.0.1 without a password (pg_hba.conf 'trust'), or set TOOLBAY_TEST_DATABASE_URL=postgres://USER:PASSWORD@HOST:PORT/toolbay"
     fi
-    version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+    version="$(find /etc/postgresql -mindepth 1 -maxdepth 1 -type d -printf "%f\n" | sort -V | tail -n 1)"
+    if pg_ctlcluster "$version" main status >/dev/null 2>&1; then
+        die "the local PostgreSQL cluster $version/main runs, but nothing answers at the address in $shown." \
+            "Compare its port (pg_lsclusters) with TOOLBAY_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/toolbay)."
+    fi
     say "No PostgreSQL answers; starting the local cluster $version/main"
     as_root pg_ctlcluster --skip-systemctl-redirect "$version" main start ||
         die "could not start PostgreSQL $version/main (root or password-less sudo is needed)." \
@@ -237,5 +247,5 @@ ensure_postgres() {
         sleep 0.5
     done
     probe postgres "$url" || true
-    die "PostgreSQL $version/main was started but does not accept the login in $url."
+    die "PostgreSQL $version/main was started but does not accept the login in $shown."
 }

@@ -5,6 +5,7 @@
 # Knobs (environment): HOST (127.0.0.1), PORT (8000), CELERY_CONCURRENCY (2), PYTHON, and
 # every setting in README.md (DATABASE_URL, REDIS_URL, ...).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
@@ -13,6 +14,7 @@ PORT="${PORT:-8000}"
 CELERY_CONCURRENCY="${CELERY_CONCURRENCY:-2}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
 
+# shellcheck disable=SC2329 # called from the traps below
 shutdown() {
     trap - INT TERM HUP EXIT
     stop_children

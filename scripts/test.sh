@@ -8,6 +8,7 @@
 # Knobs: TOOLBAY_TEST_DATABASE_URL, TOOLBAY_TEST_REDIS_URL (see tests/settings.py),
 # PYTEST_ARGS (extra pytest arguments), SKIP_CONFORMANCE=1.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 
