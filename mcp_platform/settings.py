@@ -111,9 +111,20 @@ CHANNEL_LAYERS = {
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = None
+# A call is acknowledged only once it finished, and goes back to the queue when the worker
+# process running it dies; tools_app.tasks decides whether the redelivery may run again.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "toolbay.short"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Unacknowledged messages of a worker that vanished entirely come back after this long;
+# it must exceed the longest tool timeout or long calls would be delivered twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200, minimum=60)}
+CELERY_BEAT_SCHEDULE = {
+    "purge-expired-runs": {"task": "tools_app.tasks.purge_expired_runs", "schedule": 60.0},
+    "reap-stuck-runs": {"task": "tools_app.tasks.reap_stuck_runs", "schedule": 30.0},
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
@@ -137,6 +148,22 @@ MCP_CANCEL_GRACE_SECONDS = env_float("MCP_CANCEL_GRACE_SECONDS", 2.0, minimum=0.
 MCP_SSE_KEEPALIVE_SECONDS = env_float("MCP_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.1)
 # Trust X-Forwarded-Host only when a reverse proxy in front sets it.
 MCP_TRUST_FORWARDED_HOST = env_bool("MCP_TRUST_FORWARDED_HOST", False)
+
+# --- Background calls and MCP tasks (Celery) ---------------------------------------
+# Tools whose timeout is longer than this run on the "toolbay.long" queue, so long calls
+# cannot starve short ones on "toolbay.short".
+TOOLBAY_LONG_CALL_SECONDS = env_float("TOOLBAY_LONG_CALL_SECONDS", 30.0, minimum=0.0)
+# Retries of transient backend failures, for tools marked idempotent only.
+TOOLBAY_MAX_RETRIES = env_int("TOOLBAY_MAX_RETRIES", 3, minimum=0)
+TOOLBAY_RETRY_BACKOFF_SECONDS = env_float("TOOLBAY_RETRY_BACKOFF_SECONDS", 0.5, minimum=0.0)
+# How long a background call may wait for a free worker before it is failed.
+TOOLBAY_QUEUE_TIMEOUT_SECONDS = env_float("TOOLBAY_QUEUE_TIMEOUT_SECONDS", 300.0, minimum=1.0)
+# MCP tasks: default and largest time-to-live, and the poll interval suggested to clients.
+MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 3_600_000, minimum=1000)
+MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 86_400_000, minimum=1000)
+MCP_TASK_POLL_INTERVAL_MS = env_int("MCP_TASK_POLL_INTERVAL_MS", 1000, minimum=100)
+# Extra modules whose @tool_handler functions should be registered (comma-separated).
+TOOLBAY_HANDLER_MODULES = env_list("TOOLBAY_HANDLER_MODULES", [])
 
 LOGGING = {
     "version": 1,

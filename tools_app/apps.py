@@ -8,4 +8,11 @@ class ToolsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Handlers register themselves on import; the admin lists the registered names.
+        import importlib
+
+        from django.conf import settings
+
         from tools_app import packs, signals  # noqa: F401
+
+        for module in settings.TOOLBAY_HANDLER_MODULES:
+            importlib.import_module(module)

@@ -7,6 +7,7 @@ Celery workers; only the ``CallLink`` behind it differs.
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -22,6 +23,9 @@ class ToolContext:
         self._link = link
         self.tool_name = tool_name
         self._last_progress: float | None = None
+        # Set by the backend when the handler's code has really returned (a blocking handler
+        # keeps running in its thread after its awaiting task was cancelled).
+        self.handler_returned = threading.Event()
 
     @property
     def cancelled(self) -> bool:

@@ -1,7 +1,9 @@
-"""Running one tool call: argument validation, the backend, the timeout, the result checks.
+"""Running one tool call: argument validation, the backend, timeout, retries, result checks.
 
 Every failure a model could act on comes back as a result with ``isError: true`` and a
-message; nothing here ever lets a stack trace reach the client.
+message; nothing here lets a stack trace reach the client. Inline tools run here in the
+ASGI process; background tools are handed to a Celery worker (``tools_app.background``),
+which runs the same ``execute``.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import logging
 import secrets
 from typing import Any
 
+from django.conf import settings
+
 from mcp_platform.mcp.calls import CallLink
+from tenants.principal import Principal
 from tools_app.backends import BackendError, backend_for
 from tools_app.context import ToolContext
 from tools_app.results import ToolError, error_result, normalize
@@ -21,18 +26,30 @@ from tools_app.spec import ToolSpec
 log = logging.getLogger(__name__)
 
 
-async def tool_call(tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> dict[str, Any]:
+def argument_problem(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | None:
     problem = first_error(tool.input_validator, arguments)
+    if problem is None:
+        return None
+    return error_result(describe_error(problem, subject="arguments") + f". Check the inputSchema of '{tool.name}'.")
+
+
+async def tool_call(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Any:
+    """An inline call's result, or (background tools) what ``call_in_background`` returns."""
+    problem = argument_problem(tool, arguments)
     if problem is not None:
-        return error_result(describe_error(problem, subject="arguments") + f". Check the inputSchema of '{tool.name}'.")
-    if tool.execution_mode != "inline":
-        return error_result(
-            f"Tool '{tool.name}' is configured for background execution, which is not enabled on this server."
-        )
-    ctx = ToolContext(link, tool_name=tool.name)
+        return problem
+    if tool.execution_mode == "background":
+        from tools_app.background import call_in_background
+
+        return await call_in_background(principal, tool, arguments, link)
+    return await execute(tool, arguments, ToolContext(link, tool_name=tool.name))
+
+
+async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run an already-validated call under the tool's timeout; always returns a CallToolResult."""
     try:
         async with asyncio.timeout(tool.timeout_seconds):
-            output = await backend_for(tool.backend_kind).call(tool, arguments, ctx)
+            output = await _call_with_retries(tool, arguments, ctx)
         result = normalize(output, has_output_schema=tool.output_schema is not None)
     except TimeoutError:
         return error_result(f"Tool '{tool.name}' timed out after {tool.timeout_seconds:g} seconds.")
@@ -45,6 +62,25 @@ async def tool_call(tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -
         log.exception("tool %s failed (reference %s)", tool.name, reference)
         return error_result(f"Tool '{tool.name}' failed with an internal error (reference {reference}).")
     return _check_output(tool, result)
+
+
+async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    backend = backend_for(tool.backend_kind)
+    # Only idempotent tools may run twice: a retry of anything else could repeat a side effect.
+    retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
+    attempt = 0
+    while True:
+        try:
+            return await backend.call(tool, arguments, ctx)
+        except BackendError as exc:
+            if not exc.retryable or attempt >= retries or ctx.cancelled:
+                raise
+            delay = settings.TOOLBAY_RETRY_BACKOFF_SECONDS * (2**attempt)
+            attempt += 1
+            log.warning(
+                "tool %s: transient failure (%s); retry %d/%d in %.2fs", tool.name, exc, attempt, retries, delay
+            )
+            await asyncio.sleep(delay)
 
 
 def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:

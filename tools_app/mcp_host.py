@@ -1,14 +1,25 @@
-"""The platform side of the MCP engine: identities from the catalog, tools from the registry."""
+"""The platform side of the MCP engine: identities from the catalog, tools and tasks."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
+from mcp_platform.mcp import names
 from mcp_platform.mcp.calls import CallLink
 from mcp_platform.mcp.host import AuthError
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
+from mcp_platform.redis_clients import async_redis
 from tenants.principal import Principal
+from tools_app.background import create_task
 from tools_app.catalog import AuthFailure, CatalogCache
 from tools_app.execution import tool_call
+from tools_app.models import ToolRun
+from tools_app.runs import RELATED_TASK, cancel_run, run_of, runs_of, task_view
+from tools_app.spec import ToolSpec
+
+TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
 
 
 class PlatformToolHost:
@@ -21,15 +32,66 @@ class PlatformToolHost:
         except AuthFailure as exc:
             raise AuthError(exc.status, exc.message) from None
 
-    async def list_tools(self, identity: Principal) -> list[dict[str, Any]]:  # type: ignore[override]
+    async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
+        return (await self._cache.visible(identity)).by_name.get(name)
+
+    async def list_tools(self, identity: Principal) -> list[dict[str, Any]]:
         visible = await self._cache.visible(identity)
         return [tool.wire for tool in visible.tools]
 
-    async def call_tool(
-        self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink
-    ) -> dict[str, Any] | None:  # type: ignore[override]
-        visible = await self._cache.visible(identity)
-        tool = visible.by_name.get(name)
+    async def task_support(self, identity: Principal, name: str) -> str | None:
+        tool = await self._tool(identity, name)
+        return tool.task_support if tool is not None else None
+
+    async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> Any:
+        tool = await self._tool(identity, name)
         if tool is None:
             return None
-        return await tool_call(tool, arguments, link)
+        return await tool_call(identity, tool, arguments, link)
+
+    async def create_task(
+        self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+    ) -> dict[str, Any]:
+        tool = await self._tool(identity, name)
+        if tool is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        return await create_task(identity, tool, arguments, link, ttl_ms)
+
+    async def get_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
+        run = await sync_to_async(run_of)(identity, task_id)
+        return task_view(run) if run is not None else None
+
+    async def task_result(self, identity: Principal, task_id: str) -> dict[str, Any]:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        redis = async_redis()
+        while not run.is_terminal:
+            # Woken by the run's "done" entry; the timeout re-reads the row in case it was missed.
+            await redis.xread({names.run_done_key(task_id): "0-0"}, count=1, block=2000)
+            await run.arefresh_from_db()
+        related = {RELATED_TASK: {"taskId": run.id}}
+        if run.status == ToolRun.Status.CANCELLED:
+            raise JsonRpcError(SERVER_ERROR, f"Task {run.id} was cancelled", data={"_meta": related})
+        if run.error is not None:
+            raise JsonRpcError(
+                run.error.get("code", SERVER_ERROR), run.error.get("message", "Task failed"), data=run.error.get("data")
+            )
+        return {**(run.result or {"content": []}), "_meta": related}
+
+    async def list_tasks(self, identity: Principal, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        def page() -> list[ToolRun]:
+            return list(runs_of(identity).order_by("-created_at", "id")[offset : offset + limit + 1])
+
+        runs = await sync_to_async(page)()
+        return [task_view(run) for run in runs[:limit]], len(runs) > limit
+
+    async def cancel_task(self, identity: Principal, task_id: str) -> dict[str, Any]:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        cancelled = await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")
+        await run.arefresh_from_db()
+        if not cancelled:
+            raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
+        return task_view(run)

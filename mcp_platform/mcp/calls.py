@@ -7,17 +7,35 @@ engine provides one per ``tools/call``; its messages go on that request's stream
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+from mcp_platform.mcp.events import StoredEvent
 
 
 class ClientRequestError(Exception):
     """The client answered a server→client request with an error, or not in time."""
 
 
+@dataclass(frozen=True)
+class Relayed:
+    """A call whose response someone else (a worker) already wrote to its stream's log."""
+
+    final_event: StoredEvent
+
+
 class CallLink(Protocol):
     progress_token: str | int | None
     client_capabilities: dict[str, Any]
     cancelled: asyncio.Event
+    # Where the call's messages go, for handing the call to another process.
+    session_id: str
+    stream_id: str
+    request_id: str | int
+    log_level: str
+    # Called instead of interrupting the local task when the client cancels (background calls).
+    on_cancel: Callable[[], Awaitable[Any]] | None
 
     def log_enabled(self, level: str) -> bool: ...
 
@@ -32,3 +50,9 @@ class CallLink(Protocol):
 
     async def close_stream(self) -> None:
         """Close the HTTP response early; later messages wait in the event store."""
+
+    async def open_stream(self) -> str:
+        """Switch the response to SSE now; returns the log position later events follow."""
+
+    async def forward(self, event: StoredEvent) -> None:
+        """Write an event another process already stored in this call's log."""

@@ -34,6 +34,26 @@ class ToolHost(Protocol):
     async def list_tools(self, identity: Identity) -> list[dict[str, Any]]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""
 
+    async def task_support(self, identity: Identity, name: str) -> str | None:
+        """forbidden/optional/required for a tool the caller may use; None when it may not."""
+
+    async def create_task(
+        self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+    ) -> dict[str, Any]:
+        """Start a task-augmented call; returns a CreateTaskResult."""
+
+    async def get_task(self, identity: Identity, task_id: str) -> dict[str, Any] | None:
+        """The caller's task, or None (missing and foreign look the same)."""
+
+    async def task_result(self, identity: Identity, task_id: str) -> dict[str, Any]:
+        """Wait for the task to end; its result, or raise JsonRpcError."""
+
+    async def list_tasks(self, identity: Identity, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        """A page of the caller's tasks, newest first, and whether more follow."""
+
+    async def cancel_task(self, identity: Identity, task_id: str) -> dict[str, Any]:
+        """Cancel the caller's task; returns it, or raises JsonRpcError."""
+
     async def call_tool(
         self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink
     ) -> dict[str, Any] | None:

@@ -17,8 +17,9 @@ from typing import Any, Protocol
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import jsonrpc, names
-from mcp_platform.mcp.calls import ClientRequestError
+from mcp_platform.mcp.calls import ClientRequestError, Relayed
 from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.events import StoredEvent
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
@@ -32,9 +33,16 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 class Stream(Protocol):
     """Where messages related to one client request go (its POST stream)."""
 
+    session_id: str
+    stream_id: str
+
     async def send(self, message: dict[str, Any]) -> None: ...
 
     async def close_early(self) -> None: ...
+
+    async def open(self) -> str: ...
+
+    async def forward(self, event: StoredEvent) -> None: ...
 
 
 class ChannelLayer(Protocol):
@@ -84,6 +92,10 @@ class Engine:
             "logging/setLevel": self._set_level,
             "tools/list": self._tools_list,
             "tools/call": self._tools_call,
+            "tasks/get": self._tasks_get,
+            "tasks/result": self._tasks_result,
+            "tasks/list": self._tasks_list,
+            "tasks/cancel": self._tasks_cancel,
         }
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -103,7 +115,11 @@ class Engine:
         await self.sessions.create(session)
         result = {
             "protocolVersion": session.protocol_version,
-            "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+            "capabilities": {
+                "tools": {"listChanged": True},
+                "logging": {},
+                "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+            },
             "serverInfo": {"name": self.config.server_name, "version": self.config.server_version},
         }
         return session, jsonrpc.result(message.id, result)
@@ -112,8 +128,9 @@ class Engine:
 
     async def handle_request(
         self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any] | None:
-        """The response message, or None when the request was cancelled (no response then)."""
+    ) -> dict[str, Any] | Relayed | None:
+        """The response message; None when the request was cancelled (no response then), or
+        Relayed when another process wrote the response to the stream's log."""
         handler = self._methods.get(message.method)
         try:
             if handler is None:
@@ -126,7 +143,9 @@ class Engine:
         except Exception:
             log.exception("internal error handling %s", message.method)
             return jsonrpc.error(message.id, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
-        return None if result is None else jsonrpc.result(message.id, result)
+        if result is None or isinstance(result, Relayed):
+            return result
+        return jsonrpc.result(message.id, result)
 
     async def handle_notification(self, session: Session, message: Message) -> None:
         if message.method == "notifications/initialized" and not session.initialized:
@@ -189,7 +208,7 @@ class Engine:
 
     async def _tools_call(
         self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any] | Relayed | None:
         params = message.params
         name = params.get("name")
         if not isinstance(name, str) or not name:
@@ -199,20 +218,79 @@ class Engine:
             arguments = {}
         if not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, "params.arguments must be an object")
+        support = await self.host.task_support(identity, name)
+        if support is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        task = params.get("task")
+        if task is not None and not isinstance(task, dict):
+            raise JsonRpcError(INVALID_PARAMS, 'params.task must be an object such as {"ttl": 60000}')
+        if task is None and support == "required":
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Tool '{name}' must be called as a task (add params.task)")
+        if task is not None and support == "forbidden":
+            raise JsonRpcError(METHOD_NOT_FOUND, f"Tool '{name}' does not support task-augmented calls")
         meta = params.get("_meta")
         token = meta.get("progressToken") if isinstance(meta, dict) else None
         link = StreamCallLink(self, session, stream, message.id, token if jsonrpc.is_valid_id(token) else None)
+        if task is not None:
+            ttl = task.get("ttl")
+            if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0):
+                raise JsonRpcError(INVALID_PARAMS, "params.task.ttl must be a non-negative integer (milliseconds)")
+            return await self.host.create_task(identity, name, arguments, link, ttl)
         call = asyncio.ensure_future(self.host.call_tool(identity, name, arguments, link))
         link.watch(call)
         try:
             await asyncio.wait({call})
         finally:
             link.close()
-        if link.cancelled.is_set():
+        if link.cancelled.is_set() and link.on_cancel is None:
             return None
         result = call.result()
         if result is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        return result  # type: ignore[no-any-return]
+
+    # --- tasks (2025-11-25, experimental) ----------------------------------------------
+
+    @staticmethod
+    def _task_id(message: Message) -> str:
+        task_id = message.params.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise JsonRpcError(INVALID_PARAMS, "params.taskId (a string) is required")
+        return task_id
+
+    async def _tasks_get(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
+        task = await self.host.get_task(identity, self._task_id(message))
+        if task is None:
+            raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
+        return task
+
+    async def _tasks_result(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
+        return await self.host.task_result(identity, self._task_id(message))
+
+    async def _tasks_cancel(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
+        return await self.host.cancel_task(identity, self._task_id(message))
+
+    async def _tasks_list(
+        self, session: Session, identity: Identity, message: Message, stream: Stream
+    ) -> dict[str, Any]:
+        scope = f"tasks/list:{identity.subject}"
+        cursor = message.params.get("cursor")
+        offset = 0
+        if cursor is not None:
+            try:
+                offset = self.cursors.decode(cursor, scope=scope)
+            except (ValueError, TypeError):
+                raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+        tasks, more = await self.host.list_tasks(identity, offset, self.config.page_size)
+        result: dict[str, Any] = {"tasks": tasks}
+        if more:
+            result["nextCursor"] = self.cursors.encode(offset + len(tasks), scope=scope)
         return result
 
 
@@ -237,6 +315,11 @@ class StreamCallLink:
         self._request_key = request_key(request_id)
         self.progress_token = progress_token
         self.client_capabilities = session.client_capabilities
+        self.session_id = session.id
+        self.stream_id = stream.stream_id
+        self.request_id = request_id
+        self.log_level = session.log_level
+        self.on_cancel: Callable[[], Awaitable[Any]] | None = None
         self.cancelled = asyncio.Event()
         self._call: asyncio.Future[Any] | None = None
         self._channel: str | None = None
@@ -282,6 +365,12 @@ class StreamCallLink:
 
     async def close_stream(self) -> None:
         await self._stream.close_early()
+
+    async def open_stream(self) -> str:
+        return await self._stream.open()
+
+    async def forward(self, event: StoredEvent) -> None:
+        await self._stream.forward(event)
 
     # --- cancellation and answer routing ---------------------------------------------
 
@@ -330,6 +419,11 @@ class StreamCallLink:
         if self.cancelled.is_set() or self._call is None or self._call.done():
             return
         self.cancelled.set()
+        if self.on_cancel is not None:
+            # Runs elsewhere (a worker): record the cancellation and let the worker stop it;
+            # the relay here ends when the run's log ends.
+            _detach(self.on_cancel())
+            return
         # Cooperative first: the handler sees ctx.cancelled; after the grace period it is interrupted.
         asyncio.get_running_loop().call_later(self._engine.config.cancel_grace, self._call.cancel)
 
@@ -340,9 +434,15 @@ class StreamCallLink:
             task.cancel()
         if self._channel is not None:
             key = names.inflight_key(self._session.id, self._request_key)
-            cleanup = asyncio.ensure_future(self._engine.redis.delete(key))
-            _cleanup_tasks.add(cleanup)
-            cleanup.add_done_callback(_cleanup_tasks.discard)
+            _detach(self._engine.redis.delete(key))
 
 
-_cleanup_tasks: set[asyncio.Task[Any]] = set()
+# Work that must finish even though the request that started it is done (the event loop
+# only keeps weak references to tasks).
+_detached_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _detach(coro: Any) -> None:
+    task = asyncio.ensure_future(coro)
+    _detached_tasks.add(task)
+    task.add_done_callback(_detached_tasks.discard)

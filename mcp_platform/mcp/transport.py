@@ -19,7 +19,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import http, jsonrpc, names, sse
-from mcp_platform.mcp.events import EventStore, parse_event_id
+from mcp_platform.mcp.calls import Relayed
+from mcp_platform.mcp.events import EventStore, StoredEvent, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.server import Engine
@@ -133,6 +134,19 @@ class PostStream:
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _keepalive: asyncio.Task[None] | None = None
 
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    async def open(self) -> str:
+        """Start the SSE response now; the log position after which later events follow."""
+        async with self._lock:
+            return await self._ensure_sse() or "0-0"
+
+    async def forward(self, event: StoredEvent) -> None:
+        async with self._lock:
+            await self.forward_locked(event)
+
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
             await self._ensure_sse()
@@ -149,6 +163,10 @@ class PostStream:
         """Deliver the final response(s) (None: nothing to answer, e.g. a cancelled call)."""
         async with self._lock:
             self._stop_keepalive()
+            if isinstance(response, Relayed):  # already in the log, written by a worker
+                await self.forward_locked(response.final_event)
+                await self.responder.end()
+                return
             if not self._sse:
                 if response is None:
                     await self.responder.whole(202, b"", [])
@@ -161,15 +179,23 @@ class PostStream:
                 await self.responder.write(sse.event(data, event_id=event_id))
             await self.responder.end()
 
-    async def _ensure_sse(self) -> None:
+    async def forward_locked(self, event: StoredEvent) -> None:
+        await self._ensure_sse()
+        if event.data:
+            await self.responder.write(sse.event(event.data, event_id=event.event_id))
+
+    async def _ensure_sse(self) -> str | None:
+        """Open the SSE response once; returns the priming event's log entry, if one was sent."""
         if self._sse:
-            return
+            return None
         self._sse = True
         await self.responder.start(200, list(sse.HEADERS))
+        self._keepalive = asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds))
         if supports_priming(self.session.protocol_version):
             event_id = await self.events.append(self.session.id, self.stream_id, b"")
             await self.responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
-        self._keepalive = asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds))
+            return event_id.split(".", 1)[1]
+        return None
 
     def _stop_keepalive(self) -> None:
         if self._keepalive is not None:
@@ -400,7 +426,13 @@ class StreamableHttp:
             answers = await asyncio.gather(
                 *(self.engine.handle_request(session, identity, m, stream) for m in requests)
             )
-            responses.extend(a for a in answers if a is not None)
+            for answer in answers:
+                if isinstance(answer, Relayed):
+                    # Background calls in a batch: their stored final event is the response.
+                    if answer.final_event.data:
+                        responses.append(jsonrpc.parse(answer.final_event.data))
+                elif answer is not None:
+                    responses.append(answer)
             await stream.finish(responses or None)
         finally:
             watcher.cancel()

@@ -26,6 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from tenants.services import api_key_create, api_key_revoke, tenant_create
+from tools_app.models import Tool
 from tools_app.services import access_rule_grant_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,60 @@ def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = No
     raise RuntimeError(f"server {name} did not start:\n{log_path.read_text()}")
 
 
+_COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
+_ANY_SCHEMA = {"type": "object"}
+BACKGROUND_TOOLS: dict[str, dict[str, Any]] = {
+    "bg_count_once": {  # like demo slow_count, but not idempotent: never run twice
+        "input_schema": _COUNT_SCHEMA,
+        "backend_config": {"handler": "demo.slow_count"},
+        "execution_mode": "background",
+        "task_support": "optional",
+        "idempotent_hint": False,
+        "timeout_seconds": 60,
+    },
+    "bg_elicit": {
+        "input_schema": {"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]},
+        "backend_config": {"handler": "conformance.elicitation"},
+        "execution_mode": "background",
+        "task_support": "optional",
+    },
+    "bg_stubborn": {
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "testing.stubborn"},
+        "execution_mode": "background",
+        "timeout_seconds": 20,
+    },
+    "bg_timeout": {
+        "input_schema": _COUNT_SCHEMA,
+        "backend_config": {"handler": "demo.slow_count"},
+        "execution_mode": "background",
+        "timeout_seconds": 0.5,
+    },
+    "bg_flaky": {
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "testing.flaky"},
+        "execution_mode": "background",
+        "idempotent_hint": True,
+    },
+    "inline_flaky": {
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "testing.flaky"},
+        "idempotent_hint": True,
+    },
+    "inline_flaky_once": {"input_schema": _ANY_SCHEMA, "backend_config": {"handler": "testing.flaky"}},
+    "bg_echo": {
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "demo.echo"},
+        "execution_mode": "background",
+    },
+    "task_only_echo": {
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "demo.echo"},
+        "task_support": "required",
+    },
+}
+
+
 @dataclass
 class LiveWorld:
     """Committed tenants and keys the live servers serve."""
@@ -133,6 +188,11 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
         for tenant in (alpha, beta):
             access_rule_grant_pattern(tenant=tenant, pattern="tag:demo")
         access_rule_grant_pattern(tenant=alpha, pattern="tag:conformance")
+        for name, fields in BACKGROUND_TOOLS.items():
+            tool = Tool(name=name, description=f"test tool {name}", tags=["bg"], **fields)
+            tool.full_clean()
+            tool.save()
+        access_rule_grant_pattern(tenant=alpha, pattern="tag:bg")
         for label, tenant in (
             ("alpha", alpha),
             ("alpha2", alpha),
@@ -158,6 +218,89 @@ def live_servers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory
     yield servers
     for server in servers:
         server.stop()
+
+
+@dataclass
+class LiveWorker:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "MCP_CANCEL_GRACE_SECONDS": "0.5",
+        "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
+        "TOOLBAY_RETRY_BACKOFF_SECONDS": "0.05",
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "mcp_platform",
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            "1",
+            "-P",
+            "prefork",
+            "-n",
+            f"{name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker {name} exited:\n{log_path.read_text()}")
+        if b"ready." in log_path.read_bytes():
+            return LiveWorker(name, process, log_path)
+        time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"worker {name} did not start:\n{log_path.read_text()}")
+
+
+@pytest.fixture(scope="session")
+def live_workers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LiveWorker]]:
+    tmp = tmp_path_factory.mktemp("workers")
+    # worker-a serves short calls only, worker-b both: long calls cannot starve short ones.
+    workers = [
+        start_worker(tmp, "worker-a", "toolbay.short"),
+        start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
+    ]
+    yield workers
+    for worker in workers:
+        worker.stop()
+
+
+@pytest.fixture
+def orm(django_db_blocker: Any) -> Iterator[None]:
+    """Read or write the live database from a test (autocommit, visible to the servers)."""
+    with django_db_blocker.unblock():
+        yield
 
 
 @pytest.fixture

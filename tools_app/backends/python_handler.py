@@ -28,5 +28,15 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> A
     if handler is None:
         raise BackendError(f"handler {name!r} is not registered in this process")
     if inspect.iscoroutinefunction(handler):
-        return await handler(ctx, arguments)
-    return await sync_to_async(handler, thread_sensitive=False)(BlockingToolContext(ctx), arguments)
+        try:
+            return await handler(ctx, arguments)
+        finally:
+            ctx.handler_returned.set()
+
+    def run_blocking() -> Any:
+        try:
+            return handler(BlockingToolContext(ctx), arguments)
+        finally:
+            ctx.handler_returned.set()  # set in the thread: it says the code really stopped
+
+    return await sync_to_async(run_blocking, thread_sensitive=False)()

@@ -12,6 +12,7 @@ from tools_app.registry import ToolDefinition, tool_handler
 from tools_app.results import ToolError
 
 COUNTDOWN_STEP_SECONDS = 0.2
+SLOW_COUNT_STEP_SECONDS = 0.1
 
 
 @tool_handler("demo.echo")
@@ -44,6 +45,17 @@ async def countdown(ctx: ToolContext, arguments: dict[str, Any]) -> str:
         await asyncio.sleep(COUNTDOWN_STEP_SECONDS)
         await ctx.report_progress(step, n, f"{n - step} to go")
     return f"Countdown from {n} finished."
+
+
+@tool_handler("demo.slow_count")
+async def slow_count(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    count = arguments["count"]
+    for step in range(1, count + 1):
+        if ctx.cancelled:
+            raise ToolError(f"Stopped at {step - 1} of {count}: cancelled.")
+        await asyncio.sleep(SLOW_COUNT_STEP_SECONDS)
+        await ctx.report_progress(step, count, f"counted {step}")
+    return f"Counted to {count}."
 
 
 TOOLS = [
@@ -104,5 +116,22 @@ TOOLS = [
         },
         annotations={"readOnlyHint": True, "openWorldHint": False},
         timeout_seconds=60.0,
+    ),
+    ToolDefinition(
+        name="slow_count",
+        handler="demo.slow_count",
+        title="Slow count (background)",
+        description="Counts to `count` on a background worker, 0.1 s per step, reporting progress at each "
+        "step. Can also run as an MCP task.",
+        input_schema={
+            "type": "object",
+            "properties": {"count": {"type": "integer", "minimum": 1, "maximum": 1000}},
+            "required": ["count"],
+            "additionalProperties": False,
+        },
+        annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+        timeout_seconds=120.0,
+        execution_mode="background",
+        task_support="optional",
     ),
 ]

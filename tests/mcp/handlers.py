@@ -1,0 +1,28 @@
+"""Handlers that exist only for tests; loaded by TOOLBAY_HANDLER_MODULES (tests/settings.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from tools_app.backends.base import BackendError
+from tools_app.registry import tool_handler
+
+
+@tool_handler("testing.stubborn")
+def stubborn(ctx: Any, arguments: dict[str, Any]) -> str:
+    """Blocking code that ignores cancellation: only killing its process stops it."""
+    time.sleep(arguments.get("seconds", 30))
+    return "stubborn finished"
+
+
+@tool_handler("testing.flaky")
+async def flaky(ctx: Any, arguments: dict[str, Any]) -> str:
+    """Fails transiently ``fails`` times (counted in Redis under ``key``), then succeeds."""
+    attempts = redis.Redis.from_url(settings.REDIS_URL).incr(f"test:flaky:{arguments['key']}")
+    if attempts <= arguments["fails"]:
+        raise BackendError(f"transient failure {attempts}", retryable=True)
+    return f"succeeded on attempt {attempts}"
