@@ -2,8 +2,8 @@
 # `make conformance`: the official MCP conformance suite (@modelcontextprotocol/conformance,
 # stable line 0.1.16, protocol 2025-11-25) against a Toolbay server started just for it.
 #
-# The server gets its own world, so no one's data is touched: a fresh SQLite file under
-# var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. Scenarios that
+# The server (uvicorn + a Celery worker) gets its own world, so no one's data is touched:
+# a fresh SQLite file under var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. Scenarios that
 # are expected to fail are listed in conformance/baseline.yml; the suite exits 1 when a
 # scenario fails that is not listed there, or when a listed one passes (a stale baseline).
 #
@@ -87,11 +87,14 @@ fi
 
 port="$(probe free-port)"
 url="http://localhost:$port/mcp/conformance"
-say "Starting uvicorn on 127.0.0.1:$port (log: var/conformance/server.log)"
+say "Starting uvicorn on 127.0.0.1:$port and a Celery worker (logs: var/conformance/server.log, worker.log)"
 start_child "conformance server" "$WORK/server.log" env "${server_env[@]}" "$VENV/bin/uvicorn" \
     mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --loop uvloop --http httptools \
     --log-level warning --no-access-log --timeout-graceful-shutdown 3
 server_pid="$CHILD_PID"
+# Background tools (execution mode "background") need a worker, as in any deployment.
+start_child "conformance worker" "$WORK/worker.log" env "${server_env[@]}" "$VENV/bin/celery" -A mcp_platform \
+    worker --loglevel WARNING --queues toolbay.short,toolbay.long --concurrency 2
 deadline=$((SECONDS + 60))
 until probe http "http://127.0.0.1:$port/healthz"; do
     if ! child_alive "$server_pid" || ((SECONDS >= deadline)); then

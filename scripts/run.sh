@@ -45,8 +45,12 @@ say "Starting uvicorn on $HOST:$PORT and a Celery worker"
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
     --loop uvloop --http httptools --timeout-graceful-shutdown 5
 web_pid="$CHILD_PID"
+# Both queues (calls longer than TOOLBAY_LONG_CALL_SECONDS go to toolbay.long) and the
+# embedded beat for the periodic clean-ups; a deployment runs one beat of its own instead.
+mkdir -p "$VAR"
 start_child "celery worker" - "$VENV/bin/celery" -A mcp_platform worker --loglevel INFO \
-    --concurrency "$CELERY_CONCURRENCY"
+    --queues toolbay.short,toolbay.long --concurrency "$CELERY_CONCURRENCY" \
+    --beat --schedule "$VAR/celerybeat-schedule"
 
 url_host="$HOST"
 [[ "$url_host" == 0.0.0.0 || "$url_host" == "::" ]] && url_host=127.0.0.1
