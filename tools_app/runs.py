@@ -202,11 +202,19 @@ async def finish_and_signal(
     result: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
     message: str = "",
+    run: ToolRun | None = None,
 ) -> bool:
-    """Record the outcome and, if this caller recorded it, deliver it. Returns whether it did."""
+    """Record the outcome and, if this caller recorded it, deliver it. Returns whether it did.
+
+    Pass ``run`` when the caller holds the row already; it saves reading it again.
+    """
     if not await sync_to_async(run_finish)(run_id, status=status, result=result, error=error, message=message):
         return False
-    run = await ToolRun.objects.aget(pk=run_id)
+    if run is None:
+        run = await ToolRun.objects.aget(pk=run_id)
+    else:
+        run.status, run.result, run.error, run.status_message = status, result, error, message
+        run.updated_at = run.finished_at = timezone.now()
     await RunSignals().outcome(run)
     return True
 

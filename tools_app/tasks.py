@@ -54,10 +54,10 @@ def execute_run(run_id: str) -> None:
             _fail(run_id, f"The worker running '{tool.name}' died {run.attempts} times; giving up.")
             return
         log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
+    run.attempts, run.worker_pid, run.started_at = run.attempts + 1, os.getpid(), timezone.now()
     ToolRun.objects.filter(pk=run_id).update(
-        attempts=F("attempts") + 1, worker_pid=os.getpid(), started_at=timezone.now()
+        attempts=F("attempts") + 1, worker_pid=run.worker_pid, started_at=run.started_at
     )
-    run.refresh_from_db()
     WorkerState.run(run_in_worker(run, tool))
 
 

@@ -29,6 +29,8 @@ from tools_app.spec import ToolSpec
 
 log = logging.getLogger(__name__)
 
+# Runs shorter than this never register for cancellation in Redis (see WorkerCallLink.start).
+REGISTER_DELAY_SECONDS = 0.05
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -65,14 +67,35 @@ class WorkerCallLink:
         self.cancelled = asyncio.Event()
         self._channel = ""
         self._listener: asyncio.Task[None] | None = None
+        self._registration: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
         self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
-    async def start(self) -> None:
+    def start(self) -> None:
+        # Like inline calls, short runs never register a channel: a cancellation that comes
+        # first is already in the run's row, which registration re-reads.
+        delay = REGISTER_DELAY_SECONDS
+        self._timer = asyncio.get_running_loop().call_later(delay, self._start_registration)
+
+    def _start_registration(self) -> asyncio.Task[None]:
+        if self._registration is None:
+            self._registration = asyncio.ensure_future(self._register())
+        return self._registration
+
+    async def _register(self) -> None:
         self._channel = await self._layer.new_channel("mcp.run")
         self._listener = asyncio.ensure_future(self._listen())
         await self._signals.redis.set(names.run_channel_key(self._run.id), self._channel, ex=24 * 3600)
+        status = await ToolRun.objects.filter(pk=self._run.id).values_list("status", flat=True).afirst()
+        if status == ToolRun.Status.CANCELLED:
+            self.cancelled.set()
 
     async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._registration is None:
+            return
+        self._registration.cancel()
         if self._listener is not None:
             self._listener.cancel()
         await self._signals.redis.delete(names.run_channel_key(self._run.id))
@@ -99,6 +122,7 @@ class WorkerCallLink:
             await self._signals.message(self._run, jsonrpc.notification(method, params))
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.shield(self._start_registration())  # the answer comes to our channel
         request_id = f"s-{secrets.token_urlsafe(12)}"
         timeout = settings.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -144,7 +168,7 @@ class WorkerCallLink:
 
 async def run_in_worker(run: ToolRun, tool: ToolSpec) -> None:
     link = WorkerCallLink(run)
-    await link.start()
+    link.start()
     try:
         await _supervise(run, tool, link)
     finally:
@@ -165,7 +189,7 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: WorkerCallLink) -> None
         failed = run.is_task and bool(result.get("isError"))
         status = ToolRun.Status.FAILED if failed else ToolRun.Status.COMPLETED
         await finish_and_signal(
-            run.id, status=status, result=result, message="The tool reported an error" if failed else ""
+            run.id, status=status, result=result, message="The tool reported an error" if failed else "", run=run
         )
         if not ctx.handler_returned.is_set():
             # execute() gave up at the timeout; the handler was told (its task cancelled) but
