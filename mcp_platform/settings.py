@@ -38,9 +38,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc assets served from here: the docs work offline
     "channels",
     "tenants",
     "tools_app",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -127,9 +130,38 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    # Scripts send a personal access token; browsers use their admin session (with CSRF).
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "api.authentication.AccessTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Toolbay API",
+    "DESCRIPTION": "Manage tenants, memberships, MCP API keys, tools and access rules. "
+    "Authenticate with a personal access token (`Authorization: Bearer tbp_…`) or a browser session.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v[0-9]+",
+    # Separate request and response components, so read-only fields are not asked for.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {"RoleEnum": "tenants.models.Membership.Role"},
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.add_error_responses",
+    ],
+}
+# Test calls through the REST API run in the web process, so they get at most this long.
+TOOLBAY_TEST_CALL_TIMEOUT_SECONDS = env_float("TOOLBAY_TEST_CALL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 
 # --- MCP endpoint -------------------------------------------------------------------
 # Idle time after which an MCP session is forgotten (sliding; every request renews it).

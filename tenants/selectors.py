@@ -60,3 +60,10 @@ def tenants_administered_by(user_id: int) -> QuerySet[Tenant]:
     """Tenants where the user is an owner or admin."""
     roles = [Membership.Role.OWNER, Membership.Role.ADMIN]
     return Tenant.objects.filter(memberships__user_id=user_id, memberships__role__in=roles).distinct()
+
+
+def membership_roles_of(user_id: int) -> dict[int, str]:
+    """Tenant id → the user's role there, for active tenants only (an inactive tenant is
+    closed to its members as it is to its MCP clients)."""
+    rows = Membership.objects.filter(user_id=user_id, tenant__is_active=True).values_list("tenant_id", "role")
+    return dict(rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
@@ -12,13 +13,55 @@ from django.utils import timezone
 from tenants import keys
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
 
+TENANT_FIELDS = ("slug", "name", "is_active", "allow_anonymous", "calls_per_minute", "max_concurrent_calls")
+
 
 @transaction.atomic
-def tenant_create(*, slug: str, name: str, allow_anonymous: bool = False) -> Tenant:
-    tenant = Tenant(slug=slug, name=name, allow_anonymous=allow_anonymous)
+def tenant_create(
+    *,
+    slug: str,
+    name: str,
+    allow_anonymous: bool = False,
+    is_active: bool = True,
+    calls_per_minute: int | None = None,
+    max_concurrent_calls: int | None = None,
+) -> Tenant:
+    tenant = Tenant(
+        slug=slug,
+        name=name,
+        allow_anonymous=allow_anonymous,
+        is_active=is_active,
+        calls_per_minute=calls_per_minute,
+        max_concurrent_calls=max_concurrent_calls,
+    )
     tenant.full_clean()
     tenant.save()
     return tenant
+
+
+@transaction.atomic
+def tenant_update(*, tenant: Tenant, changes: dict[str, Any]) -> Tenant:
+    """Apply ``changes`` (a subset of ``TENANT_FIELDS``); raises ValidationError per field."""
+    unknown = set(changes) - set(TENANT_FIELDS)
+    if unknown:
+        raise ValueError(f"not tenant fields: {sorted(unknown)}")
+    for field, value in changes.items():
+        setattr(tenant, field, value)
+    tenant.full_clean()
+    tenant.save()
+    return tenant
+
+
+@transaction.atomic
+def tenant_delete(*, tenant: Tenant) -> None:
+    """Delete the tenant with everything it owns (keys, memberships, private tools, rules)."""
+    tenant.delete()
+
+
+def _check_key_name_free(*, tenant_id: int, name: str, exclude_pk: int | None = None) -> None:
+    # The database constraint says the same, but its message names the constraint.
+    if ApiKey.objects.filter(tenant_id=tenant_id, name=name).exclude(pk=exclude_pk).exists():
+        raise ValidationError({"name": f"The tenant already has an API key named {name!r}."})
 
 
 @transaction.atomic
@@ -36,6 +79,7 @@ def api_key_create(
         SCOPE_VALIDATOR(scope)
     if expires_at is not None and expires_at <= timezone.now():
         raise ValidationError({"expires_at": "The expiry must be in the future."})
+    _check_key_name_free(tenant_id=tenant.pk, name=name)
     generated = keys.generate_key()
     key = ApiKey(
         tenant=tenant,
@@ -51,6 +95,33 @@ def api_key_create(
     return key, generated.raw
 
 
+API_KEY_EDITABLE_FIELDS = ("name", "scopes", "expires_at")
+
+
+@transaction.atomic
+def api_key_update(*, key: ApiKey, changes: dict[str, Any]) -> ApiKey:
+    """Rename a key, change its scopes or its expiry (None: never expires)."""
+    unknown = set(changes) - set(API_KEY_EDITABLE_FIELDS)
+    if unknown:
+        raise ValueError(f"not editable key fields: {sorted(unknown)}")
+    if "scopes" in changes:
+        scopes = list(changes["scopes"] or [])
+        for scope in scopes:
+            SCOPE_VALIDATOR(scope)
+        key.scopes = scopes
+    expires_at = changes.get("expires_at")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationError({"expires_at": "The expiry must be in the future."})
+    if "expires_at" in changes:
+        key.expires_at = expires_at
+    if "name" in changes:
+        _check_key_name_free(tenant_id=key.tenant_id, name=changes["name"], exclude_pk=key.pk)
+        key.name = changes["name"]
+    key.full_clean(exclude=["prefix", "key_hash"])
+    key.save()
+    return key
+
+
 @transaction.atomic
 def api_key_revoke(*, key: ApiKey) -> ApiKey:
     if key.revoked_at is None:
@@ -63,3 +134,43 @@ def api_key_revoke(*, key: ApiKey) -> ApiKey:
 def membership_set(*, tenant: Tenant, user: AbstractBaseUser, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(tenant=tenant, user=user, defaults={"role": role})
     return membership
+
+
+LAST_OWNER_MESSAGE = "This is the tenant's last owner; make someone else an owner first."
+
+
+def _is_last_owner(membership: Membership) -> bool:
+    # Locking every owner row of the tenant serializes concurrent demotions, so two owners
+    # cannot demote each other at the same moment and leave the tenant without one.
+    owners = Membership.objects.select_for_update().filter(tenant_id=membership.tenant_id, role=Membership.Role.OWNER)
+    return list(owners.values_list("pk", flat=True)) == [membership.pk]
+
+
+@transaction.atomic
+def membership_add(*, tenant: Tenant, user: AbstractBaseUser, role: str) -> Membership:
+    """A new membership; raises ValidationError when the user already is a member."""
+    if Membership.objects.filter(tenant=tenant, user=user).exists():
+        raise ValidationError({"user": f"{user} is already a member of {tenant}; change that membership's role."})
+    membership = Membership(tenant=tenant, user=user, role=role)
+    membership.full_clean(validate_constraints=False)
+    membership.save()
+    return membership
+
+
+@transaction.atomic
+def membership_change_role(*, membership: Membership, role: str) -> Membership:
+    """Raises ValidationError when this would leave a tenant that had an owner without one."""
+    if role != Membership.Role.OWNER and _is_last_owner(membership):
+        raise ValidationError({"role": LAST_OWNER_MESSAGE})
+    membership.role = role
+    membership.full_clean(validate_constraints=False)
+    membership.save(update_fields=["role"])
+    return membership
+
+
+@transaction.atomic
+def membership_remove(*, membership: Membership) -> None:
+    """Raises ValidationError for the last owner of a tenant."""
+    if _is_last_owner(membership):
+        raise ValidationError({"role": LAST_OWNER_MESSAGE})
+    membership.delete()

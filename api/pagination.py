@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from rest_framework.pagination import CursorPagination
+
+
+class IdCursorPagination(CursorPagination):
+    """Every list pages by an opaque cursor over ids: stable under inserts, fast on big tables."""
+
+    ordering = "id"
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+
+class NewestFirstPagination(IdCursorPagination):
+    ordering = "-id"

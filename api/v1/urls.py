@@ -1,0 +1,18 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from api.v1 import views
+
+router = DefaultRouter()
+router.register("tenants", views.TenantViewSet, basename="tenant")
+router.register("memberships", views.MembershipViewSet, basename="membership")
+router.register("api-keys", views.ApiKeyViewSet, basename="apikey")
+router.register("tools", views.ToolViewSet, basename="tool")
+router.register("access-rules", views.AccessRuleViewSet, basename="accessrule")
+router.register("tokens", views.AccessTokenViewSet, basename="accesstoken")
+
+app_name = "v1"
+urlpatterns = [
+    path("me/", views.MeView.as_view(), name="me"),
+    *router.urls,
+]
