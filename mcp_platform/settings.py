@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_platform.env import env_bool, env_float, env_int, env_list, env_str
@@ -196,6 +197,41 @@ MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 86_400_000, minimum=1000)
 MCP_TASK_POLL_INTERVAL_MS = env_int("MCP_TASK_POLL_INTERVAL_MS", 1000, minimum=100)
 # Extra modules whose @tool_handler functions should be registered (comma-separated).
 TOOLBAY_HANDLER_MODULES = env_list("TOOLBAY_HANDLER_MODULES", [])
+
+# --- Tool backends (HTTP, upstream MCP) ---------------------------------------------
+# Fernet keys that encrypt backend secrets at rest, comma-separated: the first encrypts,
+# all decrypt (rotation: prepend a new key, run `manage.py rotate_backend_secrets`, drop
+# the old one). Required with DEBUG=0, like SECRET_KEY.
+_DEV_SECRET_KEYS = ["dG9vbGJheS1kZXYtb25seS1iYWNrZW5kLXNlY3JldHM="]  # base64 of 32 fixed bytes
+TOOLBAY_SECRET_KEYS = env_list("TOOLBAY_SECRET_KEYS", [])
+if not TOOLBAY_SECRET_KEYS:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "TOOLBAY_SECRET_KEYS is not set. With DEBUG=0 Toolbay refuses to start without it: export "
+            "TOOLBAY_SECRET_KEYS to a Fernet key (for example the output of `python -c 'from "
+            "cryptography.fernet import Fernet; print(Fernet.generate_key().decode())'`)."
+        )
+    TOOLBAY_SECRET_KEYS = _DEV_SECRET_KEYS
+for _position, _key in enumerate(TOOLBAY_SECRET_KEYS, start=1):
+    try:
+        Fernet(_key)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TOOLBAY_SECRET_KEYS entry #{_position} is not a Fernet key (32 url-safe base64-encoded bytes)"
+        ) from None
+# Outbound destinations exempt from the SSRF block (loopback, private, link-local, ...):
+# host names, host:port, IP addresses or CIDR networks, comma-separated.
+TOOLBAY_OUTBOUND_ALLOWED_HOSTS = env_list("TOOLBAY_OUTBOUND_ALLOWED_HOSTS", [])
+# Largest response body an HTTP tool or an upstream MCP server may send (decoded bytes).
+TOOLBAY_HTTP_MAX_RESPONSE_BYTES = env_int("TOOLBAY_HTTP_MAX_RESPONSE_BYTES", 5 * 1024 * 1024, minimum=1024)
+# Redirects an HTTP tool follows at most (each one is checked like the first request).
+TOOLBAY_HTTP_MAX_REDIRECTS = env_int("TOOLBAY_HTTP_MAX_REDIRECTS", 5, minimum=0)
+# Connections the outbound HTTP pool keeps per process.
+TOOLBAY_HTTP_MAX_CONNECTIONS = env_int("TOOLBAY_HTTP_MAX_CONNECTIONS", 100, minimum=1)
+# Upstream MCP servers: timeout of handshakes and tools/list, and the interval of the
+# periodic re-import by `manage.py listen_upstreams` (0: only on list_changed and by hand).
+TOOLBAY_UPSTREAM_TIMEOUT_SECONDS = env_float("TOOLBAY_UPSTREAM_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS", 300.0, minimum=0.0)
 
 LOGGING = {
     "version": 1,
