@@ -68,6 +68,7 @@ server_env=(
     DJANGO_SETTINGS_MODULE=mcp_platform.settings
     DEBUG=0
     SECRET_KEY="conformance-$(date +%s)-$RANDOM$RANDOM"
+    TOOLBAY_SECRET_KEYS="$("$PY" -c 'from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())')"
     "ALLOWED_HOSTS=localhost,127.0.0.1"
     MCP_ALLOWED_ORIGINS=
     MCP_TRUST_FORWARDED_HOST=0
