@@ -23,6 +23,8 @@ def default_input_schema() -> dict[str, Any]:
 class Tool(models.Model):
     class Backend(models.TextChoices):
         PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP webhook"
+        UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
 
     class ExecutionMode(models.TextChoices):
         INLINE = "inline", "Inline (in the ASGI process)"
@@ -97,6 +99,7 @@ class Tool(models.Model):
             backend_kind=self.backend_kind,
             backend_config=self.backend_config,
             description=self.description,
+            tenant_id=self.tenant_id,
         )
         if errors:
             raise ValidationError(errors)
@@ -262,3 +265,7 @@ class ToolRun(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status not in self.ACTIVE
+
+
+# Secrets and upstream MCP servers live in their own module; importing them here registers them.
+from tools_app.backend_models import BackendSecret, UpstreamServer  # noqa: E402, F401

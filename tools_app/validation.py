@@ -46,8 +46,13 @@ def tool_field_errors(
     backend_kind: str,
     backend_config: Any,
     description: str,
+    tenant_id: int | None = None,
 ) -> dict[str, list[str]]:
-    """Problems per field name; empty when the tool definition is usable."""
+    """Problems per field name; empty when the tool definition is usable.
+
+    ``tenant_id`` is the tool's tenant: backends check that what their settings refer to
+    (secrets, upstream servers) exists in that tenant's scope.
+    """
     errors: dict[str, list[str]] = {}
 
     def add(field: str, message: str) -> None:
@@ -73,7 +78,11 @@ def tool_field_errors(
         add("backend_config", "The backend configuration must be a JSON object.")
     else:
         try:
-            backend_for(backend_kind).validate_config(backend_config)
+            backend = backend_for(backend_kind)
+            backend.validate_config(backend_config)
+            check_references = getattr(backend, "check_references", None)
+            if check_references is not None:
+                check_references(backend_config, tenant_id=tenant_id)
         except BackendConfigError as exc:
             add("backend_config", str(exc))
     return errors

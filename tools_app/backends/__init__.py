@@ -2,17 +2,21 @@
 
 ``validate_config(config)`` raises ``BackendConfigError`` with a message for the admin;
 ``async call(tool, arguments, ctx)`` returns the handler's output (normalized later) or
-raises ``ToolError`` (a message for the model) or ``BackendError`` (with ``retryable``).
+raises ``ToolError`` (a message for the model) or ``BackendError`` (with ``retryable``),
+and sets ``ctx.handler_returned`` once nothing of the call runs any more (a worker that
+does not see it set after a timeout or cancellation kills its process).
+Optionally ``check_references(config, tenant_id=...)`` raises ``BackendConfigError`` when
+the settings name something (a secret, an upstream server) the tool's tenant lacks.
 """
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from tools_app.backends import python_handler
+from tools_app.backends import http, python_handler, upstream_mcp
 from tools_app.backends.base import BackendConfigError, BackendError
 
-BACKENDS: dict[str, ModuleType] = {"python": python_handler}
+BACKENDS: dict[str, ModuleType] = {"python": python_handler, "http": http, "upstream_mcp": upstream_mcp}
 
 
 def backend_for(kind: str) -> ModuleType:
