@@ -20,7 +20,7 @@ conformance: ## The MCP conformance suite 0.1.16 against a throw-away server (ba
 lint: ## ruff check .
 	@bash -c 'source scripts/lib.sh && ensure_requirements dev && cd "$$ROOT" && "$$VENV/bin/ruff" check .'
 
-bench: ## bench/echo_bench.py: tools/call echo throughput vs a bare ASGI app (BENCH_ARGS="--sessions 1 32")
+bench: ## A benchmark from bench/: BENCH=echo_bench (default) or background_bench, BENCH_ARGS="--sessions 1 8"
 	@bash scripts/bench.sh
 
 clean: ## Remove caches, var/ (private Redis dirs, conformance database) and conformance results; keeps .venv and db.sqlite3
