@@ -20,6 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from tenants.admin import TenantScopedAdmin, admin_scope
+from tools_app.admin_backends import ToolTestCallMixin  # also registers secrets and upstream servers
 from tools_app.forms import AccessRuleForm, ToolForm
 from tools_app.models import AccessRule, Tool
 from tools_app.spec import ToolSpec
@@ -67,7 +68,7 @@ def _require_tenant_for_tenant_admins(db_field: Field[Any, Any], request: HttpRe
 
 
 @admin.register(Tool)
-class ToolAdmin(TenantScopedAdmin):
+class ToolAdmin(ToolTestCallMixin, TenantScopedAdmin):
     form = ToolForm
     list_display = ("name", "title", "catalog", "handler_name", "execution_mode", "enabled", "version", "updated_at")
     list_filter = (

@@ -118,16 +118,19 @@ class Discovery:
     server_info: dict[str, Any]
 
 
-async def discover(endpoint: UpstreamEndpoint) -> Discovery:
-    """The upstream's tools, over a session of its own; raises UpstreamRefreshError."""
-    session = UpstreamSession(endpoint)
+async def discover(endpoint: UpstreamEndpoint, session: UpstreamSession | None = None) -> Discovery:
+    """The upstream's tools, over ``session`` or a session of its own (closed after);
+    raises UpstreamRefreshError."""
+    own = session is None
+    session = session or UpstreamSession(endpoint)
     try:
         tools = await session.list_tools()
         info = {**session.server_info, "protocolVersion": session.protocol_version}
     except (UpstreamUnavailable, UpstreamError) as exc:
         raise UpstreamRefreshError(f"cannot list the tools of upstream {endpoint.name!r}: {exc}") from None
     finally:
-        await session.close()
+        if own:
+            await session.close()
     return Discovery(tools=tools, server_info=info)
 
 
@@ -311,12 +314,12 @@ def upstream_refresh(*, upstream_id: int) -> RefreshReport:
     return report
 
 
-async def upstream_refresh_async(*, upstream_id: int) -> RefreshReport:
-    """The same for async callers (the listener)."""
+async def upstream_refresh_async(*, upstream_id: int, session: UpstreamSession | None = None) -> RefreshReport:
+    """The same for async callers (the listener, which passes its standing session)."""
     upstream = await UpstreamServer.objects.select_related("secret").aget(pk=upstream_id)
     try:
-        endpoint = endpoint_of(upstream)
-        discovery = await discover(endpoint)
+        endpoint = session.endpoint if session is not None else endpoint_of(upstream)
+        discovery = await discover(endpoint, session)
     except (SecretUnavailable, UpstreamRefreshError) as exc:
         await sync_to_async(_record_failure)(upstream_id, str(exc))
         raise UpstreamRefreshError(str(exc)) from None
@@ -330,6 +333,7 @@ def upstream_publish(*, upstream: UpstreamServer, choices: dict[str, str | None]
     """Publish, rename or unpublish tools the last refresh discovered: ``choices`` maps an
     upstream tool name to its local name, or to None to unpublish it. Raises
     ValidationError naming the tool."""
+    upstream = UpstreamServer.objects.select_for_update().get(pk=upstream.pk)
     report = RefreshReport()
     definitions = {}
     for raw in upstream.discovered_tools or []:

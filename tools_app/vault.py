@@ -79,21 +79,24 @@ def secret_store_value(*, secret: BackendSecret, value: str) -> None:
     secret.ciphertext = seal(value)
 
 
-def secrets_rotate(*, batch_size: int = 500) -> int:
-    """Re-encrypt every secret with the first key; returns how many rows changed."""
+def secrets_rotate(*, batch_size: int = 500) -> tuple[int, list[str]]:
+    """Re-encrypt every secret with the first key; returns how many rows changed and the
+    names of secrets no configured key opens (left as they are)."""
     cipher = _cipher()
     rotated = 0
+    unreadable: list[str] = []
     last_id = 0
     while True:
         with transaction.atomic():
             batch = list(BackendSecret.objects.select_for_update().filter(pk__gt=last_id).order_by("pk")[:batch_size])
             if not batch:
-                return rotated
+                return rotated, unreadable
             for secret in batch:
                 try:
                     new = cipher.rotate(secret.ciphertext.encode("ascii")).decode("ascii")
                 except InvalidToken:
                     log.error("secret %s (id %s) cannot be decrypted with any configured key", secret.name, secret.pk)
+                    unreadable.append(str(secret))
                     continue
                 if new != secret.ciphertext:
                     BackendSecret.objects.filter(pk=secret.pk).update(ciphertext=new)
