@@ -56,19 +56,55 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DATABASE_URL": BENCH_DATABASE_URL,
-           "REDIS_URL": BENCH_REDIS, "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi", "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": BENCH_DATABASE_URL,
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+        "LOG_LEVEL": "WARNING",
+    }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
     subprocess.run([*manage, "shell", "-c", SETUP], cwd=ROOT, env=env, check=True)
-    key = subprocess.run([*manage, "create_api_key", "demo", "--name", f"bench-{time.time_ns()}"], cwd=ROOT, env=env,
-                         check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
-    worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "mcp_platform", "worker", "-Q", "toolbay.short",
-                               "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "WARNING"],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    key = (
+        subprocess.run(
+            [*manage, "create_api_key", "demo", "--name", f"bench-{time.time_ns()}"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "mcp_platform",
+            "worker",
+            "-Q",
+            "toolbay.short",
+            "-c",
+            "2",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     server, url = start("uvicorn", "mcp_platform.asgi:application", env)
     rows = []
     try:
@@ -76,15 +112,22 @@ def main() -> None:
         for n in args.sessions:
             inline = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, call("noop_inline")))
             background = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, call("noop_background")))
-            row = {"sessions": n, "inline": inline.summary(), "background": background.summary(),
-                   "p50_overhead_ms": round(background.percentile(0.5) - inline.percentile(0.5), 2),
-                   "p50_ratio": round(background.percentile(0.5) / inline.percentile(0.5), 1),
-                   "p99_ratio": round(background.percentile(0.99) / inline.percentile(0.99), 1)}
+            row = {
+                "sessions": n,
+                "inline": inline.summary(),
+                "background": background.summary(),
+                "p50_overhead_ms": round(background.percentile(0.5) - inline.percentile(0.5), 2),
+                "p50_ratio": round(background.percentile(0.5) / inline.percentile(0.5), 1),
+                "p99_ratio": round(background.percentile(0.99) / inline.percentile(0.99), 1),
+            }
             rows.append(row)
-            print(f"N={n:<2} inline p50 {inline.percentile(0.5):6.2f} ms p99 {inline.percentile(0.99):6.2f} ms "
-                  f"({inline.rate:6.0f}/s) | background p50 {background.percentile(0.5):6.2f} ms "
-                  f"p99 {background.percentile(0.99):6.2f} ms ({background.rate:5.0f}/s) | "
-                  f"p50 x{row['p50_ratio']}, p99 x{row['p99_ratio']}", flush=True)
+            print(
+                f"N={n:<2} inline p50 {inline.percentile(0.5):6.2f} ms p99 {inline.percentile(0.99):6.2f} ms "
+                f"({inline.rate:6.0f}/s) | background p50 {background.percentile(0.5):6.2f} ms "
+                f"p99 {background.percentile(0.99):6.2f} ms ({background.rate:5.0f}/s) | "
+                f"p50 x{row['p50_ratio']}, p99 x{row['p99_ratio']}",
+                flush=True,
+            )
     finally:
         server.terminate()
         worker.terminate()

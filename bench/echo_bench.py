@@ -39,8 +39,23 @@ def free_port() -> int:
 
 def server_command(kind: str, app: str, port: int) -> list[str]:
     if kind == "uvicorn":
-        return [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop",
-                "--http", "httptools", "--log-level", "warning", "--no-access-log"]
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            app,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--loop",
+            "uvloop",
+            "--http",
+            "httptools",
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ]
     if kind == "daphne":
         return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
     raise ValueError(kind)
@@ -48,8 +63,9 @@ def server_command(kind: str, app: str, port: int) -> list[str]:
 
 def start(kind: str, app: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    process = subprocess.Popen(server_command(kind, app, port), cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        server_command(kind, app, port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -65,8 +81,14 @@ def prepare(env: dict[str, str]) -> str:
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    out = subprocess.run([*manage, "create_api_key", "demo", "--name", f"bench-{time.time_ns()}"], cwd=ROOT, env=env,
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [*manage, "create_api_key", "demo", "--name", f"bench-{time.time_ns()}"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return out.strip().splitlines()[-1]
 
 
@@ -79,9 +101,15 @@ def main() -> None:
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="toolbay-bench-"))
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DEBUG": "1",
-           "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}", "REDIS_URL": BENCH_REDIS,
-           "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi", "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DEBUG": "1",
+        "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+        "LOG_LEVEL": "WARNING",
+    }
     redis.Redis.from_url(BENCH_REDIS).flushdb()
     key = prepare(env)
     rows = []
@@ -93,13 +121,22 @@ def main() -> None:
                 ref = asyncio.run(run_load(ref_url + "/", None, n, args.seconds, PING, mcp=False))
                 ping = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, PING))
                 echo = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, ECHO))
-                row = {"server": kind, "sessions": n, "reference": ref.summary(), "ping": ping.summary(),
-                       "echo": echo.summary(), "echo_vs_reference": round(echo.rate / ref.rate, 3),
-                       "ping_vs_reference": round(ping.rate / ref.rate, 3)}
+                row = {
+                    "server": kind,
+                    "sessions": n,
+                    "reference": ref.summary(),
+                    "ping": ping.summary(),
+                    "echo": echo.summary(),
+                    "echo_vs_reference": round(echo.rate / ref.rate, 3),
+                    "ping_vs_reference": round(ping.rate / ref.rate, 3),
+                }
                 rows.append(row)
-                print(f"{kind:8} N={n:<3} reference {ref.rate:8.0f}/s | ping {ping.rate:7.0f}/s "
-                      f"(x{row['ping_vs_reference']:.2f}) | echo {echo.rate:7.0f}/s (x{row['echo_vs_reference']:.2f}) "
-                      f"p50 {echo.percentile(0.5):6.2f} ms p99 {echo.percentile(0.99):6.2f} ms", flush=True)
+                print(
+                    f"{kind:8} N={n:<3} reference {ref.rate:8.0f}/s | ping {ping.rate:7.0f}/s "
+                    f"(x{row['ping_vs_reference']:.2f}) | echo {echo.rate:7.0f}/s (x{row['echo_vs_reference']:.2f}) "
+                    f"p50 {echo.percentile(0.5):6.2f} ms p99 {echo.percentile(0.99):6.2f} ms",
+                    flush=True,
+                )
         finally:
             for process in (reference, toolbay):
                 process.terminate()

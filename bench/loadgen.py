@@ -31,9 +31,14 @@ class LoadResult:
         return data[min(len(data) - 1, int(q * len(data)))] if data else float("nan")
 
     def summary(self) -> dict[str, float]:
-        return {"clients": self.clients, "calls": self.calls, "calls_per_s": round(self.rate, 1),
-                "p50_ms": round(self.percentile(0.50), 2), "p99_ms": round(self.percentile(0.99), 2),
-                "mean_ms": round(statistics.fmean(self.latencies_ms), 2) if self.latencies_ms else 0.0}
+        return {
+            "clients": self.clients,
+            "calls": self.calls,
+            "calls_per_s": round(self.rate, 1),
+            "p50_ms": round(self.percentile(0.50), 2),
+            "p99_ms": round(self.percentile(0.99), 2),
+            "mean_ms": round(statistics.fmean(self.latencies_ms), 2) if self.latencies_ms else 0.0,
+        }
 
 
 class Connection:
@@ -50,8 +55,13 @@ class Connection:
 
     async def post(self, body: dict) -> tuple[int, dict[str, str], bytes]:
         payload = json.dumps(body).encode()
-        lines = [f"POST {self.path} HTTP/1.1", f"Host: localhost:{self.port}", "Content-Type: application/json",
-                 "Accept: application/json, text/event-stream", f"Content-Length: {len(payload)}"]
+        lines = [
+            f"POST {self.path} HTTP/1.1",
+            f"Host: localhost:{self.port}",
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+            f"Content-Length: {len(payload)}",
+        ]
         if self.key:
             lines.append(f"Authorization: Bearer {self.key}")
         if self.session:
@@ -77,8 +87,18 @@ class Connection:
         return status, headers, data
 
     async def initialize(self) -> None:
-        status, headers, _ = await self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}})
+        status, headers, _ = await self.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "bench", "version": "1"},
+                },
+            }
+        )
         if status != 200:
             raise RuntimeError(f"initialize answered {status}")
         self.session = headers.get("mcp-session-id")
@@ -88,8 +108,9 @@ class Connection:
         self.writer.close()
 
 
-async def run_load(url: str, key: str | None, clients: int, seconds: float, body: dict, *, mcp: bool = True,
-                   warmup: float = 1.0) -> LoadResult:
+async def run_load(
+    url: str, key: str | None, clients: int, seconds: float, body: dict, *, mcp: bool = True, warmup: float = 1.0
+) -> LoadResult:
     connections = [Connection(url, key) for _ in range(clients)]
     for conn in connections:
         await conn.open()

@@ -13,6 +13,11 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+# redis-py 8 reads with a 5 s socket timeout by default, as long as the blocking reads here
+# (XREAD BLOCK, channels-redis's BZPOPMIN) wait: they would race. Blocking calls wait at
+# most 5 s, so 30 s only fires for a Redis that really stopped answering.
+SOCKET_TIMEOUT_SECONDS = 30
+
 _sync_client: redis.Redis | None = None
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
 
@@ -20,7 +25,12 @@ _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Re
 def sync_redis() -> redis.Redis:
     global _sync_client
     if _sync_client is None:
-        _sync_client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=5, health_check_interval=30)
+        _sync_client = redis.Redis.from_url(
+            settings.REDIS_URL,
+            socket_connect_timeout=5,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            health_check_interval=30,
+        )
     return _sync_client
 
 
@@ -29,7 +39,11 @@ def async_redis() -> aioredis.Redis:
     client = _async_clients.get(loop)
     if client is None:
         client = aioredis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=5, health_check_interval=30, max_connections=200
+            settings.REDIS_URL,
+            socket_connect_timeout=5,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            health_check_interval=30,
+            max_connections=1000,
         )
         _async_clients[loop] = client
     return client

@@ -104,7 +104,8 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # The socket timeout must exceed the layer's 5 s blocking reads (see redis_clients.py).
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
             "prefix": env_str("CHANNEL_LAYER_PREFIX", "toolbay:asgi"),
             # Streams buffer a few hundred events while a slow client drains them.
             "capacity": 1000,

@@ -19,6 +19,10 @@ class Principal:
         return self.key_id is None
 
     @property
+    def label(self) -> str:
+        return "anonymous" if self.key_id is None else f"{self.key_name} ({self.key_prefix})"
+
+    @property
     def subject(self) -> str:
         """Stable id of the credential; sessions and tasks are bound to it."""
         return f"{self.tenant_id}:anon" if self.key_id is None else f"{self.tenant_id}:key:{self.key_id}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.utils import timezone
 
@@ -54,6 +55,15 @@ def authenticate_api_key(tenant: Tenant, raw_key: str) -> Principal | None:
     if key is None or not keys.key_matches(raw_key, key.key_hash) or not key.is_usable(timezone.now()):
         return None
     return principal_for_key(tenant, key)
+
+
+def tenants_operated_by(user: AbstractBaseUser) -> QuerySet[Tenant]:
+    """Tenants whose live state (sessions, calls) the user may watch and act on: all for
+    superusers, else those where the user is an operator, admin or owner."""
+    if getattr(user, "is_superuser", False):
+        return Tenant.objects.all()
+    roles = [Membership.Role.OWNER, Membership.Role.ADMIN, Membership.Role.OPERATOR]
+    return Tenant.objects.filter(memberships__user_id=user.pk, memberships__role__in=roles).distinct()
 
 
 def tenants_administered_by(user_id: int) -> QuerySet[Tenant]:

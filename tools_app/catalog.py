@@ -209,6 +209,20 @@ class CatalogCache:
         _background.add(task)
         task.add_done_callback(_background.discard)
 
+    async def revalidate(self, principal: Principal) -> Principal | None:
+        """The principal as the current catalog sees it, or None if it is no longer valid."""
+        catalog = await self.catalog(principal.tenant_slug)
+        if catalog is None or catalog.tenant_id != principal.tenant_id:
+            return None
+        if principal.key_id is None:
+            return principal if catalog.allow_anonymous else None
+        record = catalog.keys_by_prefix.get(principal.key_prefix)
+        if record is None or record.id != principal.key_id or record.revoked:
+            return None
+        if record.expires_at is not None and record.expires_at <= timezone.now():
+            return None
+        return Principal(catalog.tenant_id, catalog.slug, record.id, record.name, record.prefix, record.scopes)
+
     async def visible(self, principal: Principal) -> VisibleSet:
         catalog = self._entries.get(principal.tenant_slug)
         if catalog is None or catalog.tenant_id != principal.tenant_id:

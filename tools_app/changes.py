@@ -8,7 +8,9 @@ Each flush bumps a per-tenant generation in Redis (``GENERATION_KEY``, one field
 tenant slug, and field ``all`` for changes that concern every tenant). Fields are keyed
 by slug so a cache can read them before it knows anything else about the tenant.
 Hot-path caches compare generations on every request, so an invalidation cannot be lost
-the way a missed pub/sub message could.
+the way a missed pub/sub message could. Then one channel-layer message per affected tenant
+(or one for all) reaches every ASGI process's stream hub, which wakes the open sessions of
+that tenant (see ``mcp_platform.mcp.hub``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db import transaction
 
+from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Tenant
 
@@ -58,6 +63,22 @@ def _publish(tenant_ids: set[int | None]) -> None:
         pipe.execute()
     except Exception:  # the change is committed; caches fall back to their max age
         log.exception("could not publish catalog change for tenants %s", sorted(map(str, tenant_ids)))
+        return
+    # Generations first, then the wake-up: a session that wakes must see the new generation.
+    if None in tenant_ids:
+        messages: list[tuple[str, int | None]] = [(names.CATALOG_ALL_GROUP, None)]
+    else:
+        messages = [(names.tenant_group(t), t) for t in sorted(known)]
+    try:
+        async_to_sync(_wake_sessions)(messages)
+    except Exception:  # sessions then learn of it on their next request or stream
+        log.exception("could not wake sessions after a catalog change")
+
+
+async def _wake_sessions(messages: list[tuple[str, int | None]]) -> None:
+    layer = get_channel_layer()
+    for group, tenant_id in messages:
+        await layer.group_send(group, {"type": "catalog.changed", "tenant_id": tenant_id})
 
 
 def catalog_changed(tenant_id: int | None) -> None:

@@ -39,6 +39,12 @@ class PlatformToolHost:
         visible = await self._cache.visible(identity)
         return [tool.wire for tool in visible.tools]
 
+    async def revalidate(self, identity: Principal) -> Principal | None:
+        return await self._cache.revalidate(identity)
+
+    async def visible_digest(self, identity: Principal) -> str:
+        return (await self._cache.visible(identity)).digest
+
     async def task_support(self, identity: Principal, name: str) -> str | None:
         tool = await self._tool(identity, name)
         return tool.task_support if tool is not None else None

@@ -155,18 +155,14 @@ class RunSignals:
         if run.is_task:
             params = message.setdefault("params", {})
             params.setdefault("_meta", {})[RELATED_TASK] = {"taskId": run.id}
-            await self.events.append(run.session_id, STANDALONE_STREAM, jsonrpc.dumps(message))
+            await self._standalone(run, message)
         else:
             await self.events.append(run.session_id, run.stream_id, jsonrpc.dumps(message))
 
     async def outcome(self, run: ToolRun) -> None:
         """After a terminal transition: the response (plain call) or a status notification (task)."""
         if run.is_task:
-            await self.events.append(
-                run.session_id,
-                STANDALONE_STREAM,
-                jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", task_view(run))),
-            )
+            await self.task_status(run)
             pipe = self.redis.pipeline(transaction=False)
             pipe.xadd(names.run_done_key(run.id), {"status": run.status})
             pipe.expire(names.run_done_key(run.id), 3600)
@@ -181,11 +177,15 @@ class RunSignals:
         await self.events.append(run.session_id, run.stream_id, data, final=True)
 
     async def task_status(self, run: ToolRun) -> None:
-        await self.events.append(
-            run.session_id,
-            STANDALONE_STREAM,
-            jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", task_view(run))),
-        )
+        await self._standalone(run, jsonrpc.notification("notifications/tasks/status", task_view(run)))
+
+    async def _standalone(self, run: ToolRun, message: dict[str, Any]) -> None:
+        """Append to the session's standalone log and wake whichever process holds its stream."""
+        from channels.layers import get_channel_layer
+
+        await self.events.append(run.session_id, STANDALONE_STREAM, jsonrpc.dumps(message))
+        wake = {"type": "session.events", "session_id": run.session_id, "tenant_id": run.tenant_id}
+        await get_channel_layer().group_send(names.tenant_group(run.tenant_id), wake)
 
     async def cancel_worker(self, run_id: str) -> None:
         from channels.layers import get_channel_layer

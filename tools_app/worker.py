@@ -83,7 +83,7 @@ class WorkerCallLink:
         return self._registration
 
     async def _register(self) -> None:
-        self._channel = await self._layer.new_channel("mcp.run")
+        self._channel = await self._layer.new_channel()
         self._listener = asyncio.ensure_future(self._listen())
         await self._signals.redis.set(names.run_channel_key(self._run.id), self._channel, ex=24 * 3600)
         status = await ToolRun.objects.filter(pk=self._run.id).values_list("status", flat=True).afirst()

@@ -50,6 +50,14 @@ class EventStore:
     async def exists(self, session_id: str, stream_id: str) -> bool:
         return bool(await self._redis.exists(names.events_key(session_id, stream_id)))
 
+    async def after(self, session_id: str, stream_id: str, after_entry: str) -> list[StoredEvent]:
+        """The events stored after ``after_entry`` (no waiting)."""
+        entries = await self._redis.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000)
+        return [
+            StoredEvent(f"{stream_id}.{entry_id.decode()}", fields[b"d"], fields.get(b"f") == b"1")
+            for entry_id, fields in entries
+        ]
+
     async def follow(
         self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000
     ) -> AsyncIterator[StoredEvent]:

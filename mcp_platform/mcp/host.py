@@ -26,6 +26,10 @@ class Identity(Protocol):
     @property
     def tenant_id(self) -> int: ...
 
+    @property
+    def label(self) -> str:
+        """How operators see the credential (never the secret itself)."""
+
 
 class ToolHost(Protocol):
     async def authenticate(self, endpoint: str, authorization: str | None) -> Identity:
@@ -33,6 +37,13 @@ class ToolHost(Protocol):
 
     async def list_tools(self, identity: Identity) -> list[dict[str, Any]]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""
+
+    async def revalidate(self, identity: Identity) -> Identity | None:
+        """The identity as it stands now (scopes may have changed); None once it is no longer
+        valid (key revoked or expired, tenant deactivated)."""
+
+    async def visible_digest(self, identity: Identity) -> str:
+        """A fingerprint of the caller's visible tool list; it changes exactly when the list does."""
 
     async def task_support(self, identity: Identity, name: str) -> str | None:
         """forbidden/optional/required for a tool the caller may use; None when it may not."""

@@ -45,3 +45,21 @@ def run_channel_key(run_id: str) -> str:
 def run_done_key(run_id: str) -> str:
     """A one-entry stream written when a run reaches a terminal state (wakes tasks/result)."""
     return f"{PREFIX}:run-done:{run_id}"
+
+
+CATALOG_ALL_GROUP = "mcp.catalog.all"
+
+
+def tenant_group(tenant_id: int) -> str:
+    """Channel-layer group of the stream hubs (one per ASGI process) holding a tenant's streams."""
+    return f"mcp.tenant.{tenant_id}"
+
+
+def tenant_sessions_key(tenant_id: int) -> str:
+    """Sorted set of a tenant's session ids, scored by last-seen time (the live sessions view)."""
+    return f"{PREFIX}:tenant-sessions:{tenant_id}"
+
+
+def session_digest_key(session_id: str) -> str:
+    """The visible-tools fingerprint the session was last told about (see standalone.py)."""
+    return f"{PREFIX}:digest:{session_id}"

@@ -111,6 +111,7 @@ class Engine:
             protocol_version=negotiate(params.get("protocolVersion")),
             client_info=client_info if isinstance(client_info, dict) else {},
             client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            credential=identity.label,
         )
         await self.sessions.create(session)
         result = {
@@ -395,7 +396,7 @@ class StreamCallLink:
 
     async def _do_register(self) -> None:
         engine = self._engine
-        self._channel = await engine.layer.new_channel("mcp.call")
+        self._channel = await engine.layer.new_channel()
         self._spawn(self._listen(self._channel))
         pipe = engine.redis.pipeline(transaction=False)
         pipe.set(names.inflight_key(self._session.id, self._request_key), self._channel, ex=24 * 3600)
@@ -422,7 +423,7 @@ class StreamCallLink:
         if self.on_cancel is not None:
             # Runs elsewhere (a worker): record the cancellation and let the worker stop it;
             # the relay here ends when the run's log ends.
-            _detach(self.on_cancel())
+            detach(self.on_cancel())
             return
         # Cooperative first: the handler sees ctx.cancelled; after the grace period it is interrupted.
         asyncio.get_running_loop().call_later(self._engine.config.cancel_grace, self._call.cancel)
@@ -434,7 +435,7 @@ class StreamCallLink:
             task.cancel()
         if self._channel is not None:
             key = names.inflight_key(self._session.id, self._request_key)
-            _detach(self._engine.redis.delete(key))
+            detach(self._engine.redis.delete(key))
 
 
 # Work that must finish even though the request that started it is done (the event loop
@@ -442,7 +443,7 @@ class StreamCallLink:
 _detached_tasks: set[asyncio.Task[Any]] = set()
 
 
-def _detach(coro: Any) -> None:
+def detach(coro: Any) -> None:
     task = asyncio.ensure_future(coro)
     _detached_tasks.add(task)
     task.add_done_callback(_detached_tasks.discard)

@@ -24,6 +24,7 @@ class Session:
     log_level: str = "info"
     created_at: float = field(default_factory=time.time)
     initialized: bool = False
+    credential: str = ""  # a label for operators (key name and prefix), never the key
 
     def dump(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -38,23 +39,73 @@ def new_session_id() -> str:
     return secrets.token_urlsafe(32)
 
 
+@dataclass(frozen=True)
+class LiveSession:
+    session: Session
+    last_seen: float
+    stream_holder: str | None  # "<host>:<pid>:…" of the process holding its GET stream
+
+
+# Last-seen times are for operators, so they are written at most this often per session.
+TOUCH_INTERVAL_SECONDS = 30.0
+
+
 class SessionStore:
     def __init__(self, redis: Redis, *, idle_seconds: int) -> None:
         self._redis = redis
-        self._idle = idle_seconds
+        self.idle_seconds = idle_seconds
+        self._touched: dict[str, float] = {}
 
     async def create(self, session: Session) -> None:
-        await self._redis.set(names.session_key(session.id), session.dump(), ex=self._idle)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.set(names.session_key(session.id), session.dump(), ex=self.idle_seconds)
+        pipe.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
+        await pipe.execute()
+
+    async def touch(self, session: Session) -> None:
+        """Record activity for the live sessions view, at most every TOUCH_INTERVAL_SECONDS."""
+        now = time.monotonic()
+        if now - self._touched.get(session.id, 0.0) < TOUCH_INTERVAL_SECONDS:
+            return
+        if len(self._touched) > 100_000:
+            self._touched.clear()
+        self._touched[session.id] = now
+        await self._redis.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
+
+    async def live(self, tenant_id: int) -> list[LiveSession]:
+        """The tenant's sessions that still exist, most recently seen first."""
+        index = names.tenant_sessions_key(tenant_id)
+        entries = await self._redis.zrevrange(index, 0, 9999, withscores=True)
+        if not entries:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id, _ in entries:
+            pipe.get(names.session_key(session_id.decode()))
+            pipe.get(names.standalone_lock_key(session_id.decode()))
+        values = await pipe.execute()
+        live, gone = [], []
+        for (session_id, score), raw, holder in zip(entries, values[::2], values[1::2], strict=True):
+            if raw is None:
+                gone.append(session_id)
+                continue
+            live.append(LiveSession(Session.load(raw), score, holder.decode() if holder else None))
+        if gone:  # expired sessions leave the index lazily
+            await self._redis.zrem(index, *gone)
+        return live
 
     async def get(self, session_id: str) -> Session | None:
         """The session, its idle timer renewed; None when unknown, expired or deleted."""
         if not session_id or len(session_id) > 128:
             return None
-        raw = await self._redis.getex(names.session_key(session_id), ex=self._idle)
+        raw = await self._redis.getex(names.session_key(session_id), ex=self.idle_seconds)
         return Session.load(raw) if raw is not None else None
 
     async def save(self, session: Session) -> None:
-        await self._redis.set(names.session_key(session.id), session.dump(), ex=self._idle)
+        await self._redis.set(names.session_key(session.id), session.dump(), ex=self.idle_seconds)
 
-    async def delete(self, session_id: str) -> bool:
-        return bool(await self._redis.delete(names.session_key(session_id)))
+    async def delete(self, session: Session) -> bool:
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.delete(names.session_key(session.id))
+        pipe.zrem(names.tenant_sessions_key(session.tenant_id), session.id)
+        deleted, _ = await pipe.execute()
+        return bool(deleted)

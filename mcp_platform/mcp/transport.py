@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
-from collections.abc import Awaitable, Callable
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +23,12 @@ from mcp_platform.mcp import http, jsonrpc, names, sse
 from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.events import EventStore, StoredEvent, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
+from mcp_platform.mcp.hub import StreamHub
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
-from mcp_platform.mcp.server import Engine
+from mcp_platform.mcp.responder import Receive, Responder, Scope, Send, watch_disconnect
+from mcp_platform.mcp.server import Engine, detach
 from mcp_platform.mcp.sessions import Session
+from mcp_platform.mcp.standalone import StandaloneStream
 from mcp_platform.mcp.versions import (
     MODERN_META_VERSION_KEY,
     SUPPORTED,
@@ -35,9 +39,6 @@ from mcp_platform.mcp.versions import (
 
 log = logging.getLogger(__name__)
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
@@ -71,48 +72,6 @@ class HttpProblem(Exception):
         self.status = status
         self.error = JsonRpcError(code, message, data=data)
         self.headers = headers or []
-
-
-class Responder:
-    """The ASGI response of one request; writes after the client left are dropped."""
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self.started = False
-        self.ended = False
-        self.disconnected = False
-
-    @property
-    def open(self) -> bool:
-        return self.started and not self.ended and not self.disconnected
-
-    async def start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self.started = True
-        await self._safe({"type": "http.response.start", "status": status, "headers": headers})
-
-    async def write(self, body: bytes) -> None:
-        if self.open:
-            await self._safe({"type": "http.response.body", "body": body, "more_body": True})
-
-    async def end(self, body: bytes = b"") -> None:
-        if self.started and not self.ended:
-            self.ended = True
-            await self._safe({"type": "http.response.body", "body": body, "more_body": False})
-
-    async def whole(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        await self.start(status, [*headers, (b"content-length", str(len(body)).encode())])
-        await self.end(body)
-
-    async def json(self, status: int, message: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        await self.whole(status, jsonrpc.dumps(message), [(b"content-type", b"application/json"), *(headers or [])])
-
-    async def _safe(self, message: dict[str, Any]) -> None:
-        if self.disconnected:
-            return
-        try:
-            await self._send(message)
-        except OSError:
-            self.disconnected = True
 
 
 @dataclass
@@ -208,20 +167,18 @@ async def _keepalive(responder: Responder, interval: float) -> None:
         await responder.write(sse.KEEPALIVE)
 
 
-async def _watch_disconnect(receive: Receive, responder: Responder) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            responder.disconnected = True
-            return
-
-
 class StreamableHttp:
     def __init__(self, engine: Engine, events: EventStore, redis: Redis, config: TransportConfig) -> None:
         self.engine = engine
         self.events = events
         self.redis = redis
         self.config = config
+        self._hub: StreamHub | None = None
+
+    def hub(self) -> StreamHub:
+        if self._hub is None:
+            self._hub = StreamHub(self.engine.layer)  # type: ignore[arg-type]
+        return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
         responder = Responder(send)
@@ -280,6 +237,7 @@ class StreamableHttp:
         # A session bound to another credential looks exactly like a missing one.
         if session is None or session.subject != identity.subject:
             raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
+        detach(self.engine.sessions.touch(session))
         version = headers.get(VERSION_HEADER)
         # Any supported value is fine, even one that differs from the negotiated version.
         if version is not None and version not in SUPPORTED:
@@ -346,7 +304,7 @@ class StreamableHttp:
             await responder.whole(202, b"", [])
             return
         stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
-        watcher = asyncio.ensure_future(_watch_disconnect(receive, responder))
+        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
         try:
             # A client that goes away does not cancel the call: its result is stored for resumption.
             await stream.finish(await self.engine.handle_request(session, identity, message, stream))
@@ -421,7 +379,7 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
-        watcher = asyncio.ensure_future(_watch_disconnect(receive, responder))
+        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
         try:
             answers = await asyncio.gather(
                 *(self.engine.handle_request(session, identity, m, stream) for m in requests)
@@ -451,54 +409,45 @@ class StreamableHttp:
             raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
         session = await self._session(identity, headers, lookup)
         last_event_id = headers.get("last-event-id")
+        resume_after = None
         if last_event_id:
             parsed = parse_event_id(last_event_id)
             if parsed is None or not await self.events.exists(session.id, parsed[0]):
                 raise HttpProblem(400, SERVER_ERROR, "Bad Request: unknown or expired Last-Event-ID")
-            await self._follow(session, parsed[0], parsed[1], receive, responder)
-            return
+            if parsed[0] != STANDALONE_STREAM:
+                # A request's stream, resumed: allowed while the standalone stream is open.
+                await self._follow(session, parsed[0], parsed[1], receive, responder)
+                return
+            resume_after = parsed[1]
         lock = names.standalone_lock_key(session.id)
-        token = secrets.token_hex(8)
-        if not await self.redis.set(lock, token, nx=True, ex=60):
+        holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        if not await self.redis.set(lock, holder, nx=True, ex=60):
             raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
+        stream = StandaloneStream(self, session, identity, responder, lock, resume_after)
         try:
-            await self._follow(session, STANDALONE_STREAM, "$", receive, responder, lock=(lock, token))
+            await stream.run(receive)
         finally:
-            if await self.redis.get(lock) == token.encode():
+            if await self.redis.get(lock) == holder.encode():
                 await self.redis.delete(lock)
 
     async def _follow(
-        self,
-        session: Session,
-        stream_id: str,
-        after: str,
-        receive: Receive,
-        responder: Responder,
-        lock: tuple[str, str] | None = None,
+        self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder
     ) -> None:
-        """Send a stream's events after ``after`` and then live ones, until its final event
+        """Resume a stream: its events after ``after``, then live ones, until its final event
         or the client leaves."""
         await responder.start(200, list(sse.HEADERS))
-        if after == "$" and supports_priming(session.protocol_version):
-            event_id = await self.events.append(session.id, stream_id, b"")
-            await responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
-            after = event_id.split(".", 1)[1]
 
         async def pump() -> None:
             async for event in self.events.follow(session.id, stream_id, after):
                 if event.data:
                     await responder.write(sse.event(event.data, event_id=event.event_id))
-                if lock is not None:
-                    await self.redis.expire(lock[0], 60)
 
         async def beat() -> None:
             while responder.open:
                 await asyncio.sleep(self.config.keepalive_seconds)
                 await responder.write(sse.KEEPALIVE)
-                if lock is not None:
-                    await self.redis.expire(lock[0], 60)
 
-        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), _watch_disconnect(receive, responder))]
+        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), watch_disconnect(receive, responder))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -519,5 +468,5 @@ class StreamableHttp:
         lookup: asyncio.Future[Session | None] | None,
     ) -> None:
         session = await self._session(identity, headers, lookup)
-        await self.engine.sessions.delete(session.id)
+        await self.engine.sessions.delete(session)
         await responder.whole(200, b"", [])

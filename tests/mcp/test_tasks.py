@@ -36,11 +36,23 @@ def _create(session: McpSession, name: str, arguments: dict, **task: int) -> dic
 
 
 def test_capability_and_tool_execution_field(http, server, live_world, live_workers):
-    response = http.post(server.endpoint("live-alpha"), json={"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t",
-                                                                                                        "version": "1"}}},
-                         headers={"Authorization": f"Bearer {live_world.keys['alpha']}",
-                                  "Accept": "application/json, text/event-stream"})
+    response = http.post(
+        server.endpoint("live-alpha"),
+        json={
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        headers={
+            "Authorization": f"Bearer {live_world.keys['alpha']}",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
     capabilities = response.json()["result"]["capabilities"]
     assert capabilities["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 
@@ -127,7 +139,7 @@ def test_status_notification_on_the_standalone_stream(http, alpha):
             events = [e for e in parse_sse(collected) if e.data]
             if any(e.message["params"]["status"] == "completed" for e in events):
                 break
-    status = [e.message for e in events if e.message["params"]["status"] == "completed"][0]
+    status = next(e.message for e in events if e.message["params"]["status"] == "completed")
     assert status["method"] == "notifications/tasks/status"
     assert status["params"]["taskId"] == task["taskId"]
 

@@ -1,0 +1,311 @@
+"""notifications/tools/list_changed: from any change, through every process, to exactly the
+sessions whose visible tools changed."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.test import Client as DjangoClient
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tenants.models import Membership
+from tenants.services import api_key_create, api_key_revoke, membership_set, tenant_create
+from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
+from tests.tools_app.test_admin_tools import tool_data
+from tools_app.models import AccessRule, Tool
+
+pytestmark = pytest.mark.live
+LIST_CHANGED = "notifications/tools/list_changed"
+
+
+class Watcher:
+    """A client's standalone GET stream, read in a thread."""
+
+    def __init__(self, session: McpSession, **headers: str) -> None:
+        self.session = session
+        self.events: list[SseEvent] = []
+        self.closed = threading.Event()
+        self.opened = threading.Event()
+        self._headers = headers
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+        assert self.opened.wait(10), "GET stream did not open"
+
+    def _read(self) -> None:
+        lines: list[str] = []
+        headers = self.session.headers(Accept="text/event-stream", **self._headers)
+        self._client = httpx.Client(timeout=httpx.Timeout(5, read=60))
+        try:
+            with self._client.stream("GET", self.session.endpoint, headers=headers) as response:
+                self.status = response.status_code
+                self.opened.set()
+                for line in response.iter_lines():
+                    lines.append(line)
+                    if line == "":
+                        self.events = parse_sse(lines)
+        except (httpx.HTTPError, RuntimeError):
+            pass  # stop() closed the connection under us
+        finally:
+            self.opened.set()
+            self.closed.set()
+
+    def stop(self) -> None:
+        """The client drops the stream (the session lives on)."""
+        self._client.close()
+        assert self.closed.wait(5)
+
+    def changes(self) -> int:
+        return sum(1 for e in self.events if e.message and e.message.get("method") == LIST_CHANGED)
+
+    def wait_changes(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.changes() < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert self.changes() >= count, f"expected {count} list_changed, got {self.changes()}"
+
+
+@pytest.fixture(scope="module")
+def gamma(live_world, django_db_blocker) -> dict[str, Any]:
+    """A tenant of its own: keys with and without the "team" scope, and two private tools,
+    one of them visible only to "team" keys."""
+    with django_db_blocker.unblock():
+        tenant = tenant_create(slug="live-gamma", name="Live Gamma")
+        keys = {}
+        for name, scopes in (("team", ["team"]), ("plain", []), ("doomed", [])):
+            _, keys[name] = api_key_create(tenant=tenant, name=f"gamma {name}", scopes=scopes)
+        for name in ("gamma_open", "gamma_team"):
+            tool = Tool(
+                tenant=tenant,
+                name=name,
+                description="v1",
+                input_schema={"type": "object"},
+                backend_config={"handler": "demo.echo"},
+                tags=[name],
+            )
+            tool.full_clean()
+            tool.save()
+        AccessRule.objects.create(tenant=tenant, tool_pattern="tag:gamma_open")
+        AccessRule.objects.create(tenant=tenant, tool_pattern="tag:gamma_team", scopes=["team"])
+        superuser = get_user_model().objects.create_superuser("gamma-root", password="pw")
+        operator = get_user_model().objects.create_user("gamma-operator", password="pw", is_staff=True)
+        membership_set(tenant=tenant, user=operator, role=Membership.Role.OPERATOR)
+        stranger = get_user_model().objects.create_user("beta-operator", password="pw", is_staff=True)
+        beta = tenant.__class__.objects.get(slug="live-beta")
+        membership_set(tenant=beta, user=stranger, role=Membership.Role.OPERATOR)
+    return {"tenant": tenant, "keys": keys, "superuser": superuser, "operator": operator, "stranger": stranger}
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def _session(http: httpx.Client, server: Any, slug: str, key: str) -> McpSession:
+    return McpSession.open(http, server.endpoint(slug), key)
+
+
+def _edit(name: str, description: str) -> None:
+    tool = Tool.objects.get(name=name, tenant__slug="live-gamma")
+    tool.description = description
+    tool.save()
+
+
+def _edit_in_thread(name: str, description: str) -> None:
+    try:
+        _edit(name, description)
+    finally:
+        connection.close()  # a thread's connection would keep the test database from being dropped
+
+
+def test_admin_edit_reaches_sessions_on_both_processes_and_no_other_tenant(
+    orm, http, server, other_server, live_world, gamma
+):
+    on_a = Watcher(_session(http, server, "live-gamma", gamma["keys"]["team"]))
+    on_b = Watcher(_session(http, other_server, "live-gamma", gamma["keys"]["plain"]))
+    other_tenant = Watcher(_session(http, server, "live-beta", live_world.keys["beta"]))
+    tool = Tool.objects.get(name="gamma_open")
+    admin = DjangoClient()
+    admin.force_login(gamma["superuser"])
+    data = tool_data(
+        tenant=str(tool.tenant_id),
+        name="gamma_open",
+        description="edited in the admin",
+        input_schema='{"type": "object"}',
+        tags='["gamma_open"]',
+        read_only_hint="unknown",
+    )
+    response = admin.post(f"/admin/tools_app/tool/{tool.pk}/change/", data)
+    assert response.status_code == 302, response.content[:2000]
+    on_a.wait_changes(1)
+    on_b.wait_changes(1)
+    time.sleep(0.5)
+    assert other_tenant.changes() == 0
+    assert on_a.changes() == on_b.changes() == 1
+    for session in (on_a.session, on_b.session):
+        for endpoint in (server.endpoint("live-gamma"), other_server.endpoint("live-gamma")):
+            session.endpoint = endpoint
+            tools = session.request("tools/list")["result"]["tools"]
+            assert {t["name"]: t["description"] for t in tools}["gamma_open"] == "edited in the admin"
+
+
+def test_orm_change_from_another_process(orm, http, server, gamma):
+    watcher = Watcher(_session(http, server, "live-gamma", gamma["keys"]["plain"]))
+    _edit("gamma_open", "edited through the ORM")  # this test process is not the server
+    watcher.wait_changes(1)
+
+
+def test_sessions_whose_view_did_not_change_hear_nothing(orm, http, server, gamma):
+    team = Watcher(_session(http, server, "live-gamma", gamma["keys"]["team"]))
+    plain = Watcher(_session(http, server, "live-gamma", gamma["keys"]["plain"]))
+    _edit("gamma_team", "only team keys see this")
+    team.wait_changes(1)
+    time.sleep(0.7)
+    assert plain.changes() == 0
+
+
+def test_rolled_back_change_sends_nothing(orm, http, server, gamma):
+    watcher = Watcher(_session(http, server, "live-gamma", gamma["keys"]["plain"]))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        _edit("gamma_open", "never committed")
+        raise RuntimeError("roll back")
+    time.sleep(1.0)
+    assert watcher.changes() == 0
+
+
+def test_bulk_change_of_200_tools_is_one_notification_per_session(orm, http, server, other_server, gamma):
+    watchers = [Watcher(_session(http, s, "live-gamma", gamma["keys"]["plain"])) for s in (server, other_server)]
+    with transaction.atomic():
+        for i in range(200):
+            tool = Tool(
+                tenant=gamma["tenant"],
+                name=f"gamma_bulk_{i:03}",
+                description="bulk",
+                input_schema={"type": "object"},
+                backend_config={"handler": "demo.echo"},
+                tags=["gamma_open"],
+            )
+            tool.save()
+    for watcher in watchers:
+        watcher.wait_changes(1)
+    time.sleep(1.0)
+    assert [w.changes() for w in watchers] == [1, 1]
+    listed = watchers[0].session
+    names = []
+    cursor = None
+    while True:
+        page = listed.request("tools/list", {"cursor": cursor} if cursor else {})["result"]
+        names += [t["name"] for t in page["tools"]]
+        if not (cursor := page.get("nextCursor")):
+            break
+    assert sum(1 for n in names if n.startswith("gamma_bulk_")) == 200
+    Tool.objects.filter(name__startswith="gamma_bulk_").delete()
+
+
+def test_revoked_key_closes_its_session(orm, http, server, gamma):
+    session = _session(http, server, "live-gamma", gamma["keys"]["doomed"])
+    watcher = Watcher(session)
+    api_key_revoke(key=gamma["tenant"].api_keys.get(name="gamma doomed"))
+    assert watcher.closed.wait(10), "the revoked key's stream must close"
+    assert session.post(rpc("ping")).status_code == 401
+
+
+def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, other_server, gamma):
+    session = _session(http, server, "live-gamma", gamma["keys"]["plain"])
+    first = Watcher(session)
+    time.sleep(0.2)
+    last_seen = first.events[-1].id
+    first.stop()
+    time.sleep(0.3)  # the server notices the client left and releases the stream
+    _edit("gamma_open", "changed while the client was offline")
+    time.sleep(0.5)
+    session.endpoint = other_server.endpoint("live-gamma")
+    resumed = Watcher(session, **{"Last-Event-ID": last_seen})
+    resumed.wait_changes(1)
+    time.sleep(0.5)
+    assert resumed.changes() == 1
+    assert resumed.events[0].id.startswith("get.") and resumed.events[0].id != last_seen
+
+
+def test_sdk_client_list_changed_handler(orm, server, gamma):
+    seen = asyncio.Event()
+
+    async def scenario() -> None:
+        async def on_message(message: Any) -> None:
+            root = getattr(message, "root", message)
+            if getattr(root, "method", None) == LIST_CHANGED:
+                seen.set()
+
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {gamma['keys']['plain']}"}, timeout=30)
+        async with Client(
+            streamable_http_client(server.endpoint("live-gamma"), http_client=http),
+            mode="legacy",
+            message_handler=on_message,
+        ) as client:
+            await client.list_tools()
+            await asyncio.sleep(0.5)  # the SDK opens its GET stream after initialization
+            await asyncio.to_thread(_edit_in_thread, "gamma_open", "seen by the SDK")
+            await asyncio.wait_for(seen.wait(), 10)
+
+    asyncio.run(scenario())
+
+
+def _admin(user: Any) -> DjangoClient:
+    client = DjangoClient()
+    client.force_login(user)
+    return client
+
+
+def test_live_sessions_view_lists_and_ends_sessions(orm, http, server, other_server, gamma):
+    session = _session(http, server, "live-gamma", gamma["keys"]["plain"])
+    watcher = Watcher(session)
+    page = _admin(gamma["superuser"]).get("/admin/live-sessions/")
+    assert page.status_code == 200
+    rows = {row.id: row for row in page.context["rows"]}
+    row = rows[session.session_id]
+    assert row.tenant.slug == "live-gamma"
+    assert row.client == "toolbay-tests 1.0" and row.protocol_version == "2025-11-25"
+    assert row.credential.startswith("gamma plain (") and gamma["keys"]["plain"] not in page.content.decode()
+    assert row.stream_holder is not None  # "<host>:<pid>" of the process holding the GET stream
+
+    # An operator of another tenant neither sees it nor can end it.
+    stranger = _admin(gamma["stranger"])
+    assert session.session_id not in stranger.get("/admin/live-sessions/").content.decode()
+    refused = stranger.post("/admin/live-sessions/", {"tenant": "live-gamma", "session": session.session_id})
+    assert refused.status_code == 404
+    refused = stranger.post("/admin/live-sessions/", {"tenant": "live-beta", "session": session.session_id})
+    assert refused.status_code == 404
+    assert session.post(rpc("ping")).status_code == 200
+
+    ended = _admin(gamma["operator"]).post(
+        "/admin/live-sessions/", {"tenant": "live-gamma", "session": session.session_id}
+    )
+    assert ended.status_code == 302
+    assert watcher.closed.wait(10), "ending the session closes its stream"
+    session.endpoint = other_server.endpoint("live-gamma")
+    assert session.post(rpc("ping")).status_code == 404
+
+
+def test_idle_sessions_expire(orm, http, gamma, tmp_path):
+    from tests.mcp.conftest import start_server
+
+    short = start_server(tmp_path, "short-idle", {"MCP_SESSION_IDLE_SECONDS": "10"})
+    try:
+        session = _session(http, short, "live-gamma", gamma["keys"]["plain"])
+        assert session.post(rpc("ping")).status_code == 200
+        time.sleep(10.5)
+        assert session.post(rpc("ping")).status_code == 404
+        rows = _admin(gamma["superuser"]).get("/admin/live-sessions/").context["rows"]
+        assert session.session_id not in {row.id for row in rows}
+    finally:
+        short.stop()

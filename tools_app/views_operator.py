@@ -1,0 +1,29 @@
+"""Operator pages (staff with an operator, admin or owner membership; superusers see all)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin, messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+
+from tenants.selectors import tenants_operated_by
+from tools_app.live_sessions import live_sessions_of, session_end
+
+
+def live_sessions(request: HttpRequest) -> HttpResponse:
+    tenants = tenants_operated_by(request.user)
+    if request.method == "POST":
+        tenant = tenants.filter(slug=request.POST.get("tenant", "")).first()
+        # Another tenant's session, or none at all: the same 404.
+        if tenant is None or not session_end(tenant=tenant, session_id=request.POST.get("session", "")):
+            raise Http404("No such session")
+        messages.success(request, "Session ended.")
+        return redirect("operator-live-sessions")
+    context = {
+        **admin.site.each_context(request),
+        "rows": live_sessions_of(list(tenants)),
+        "idle_seconds": settings.MCP_SESSION_IDLE_SECONDS,
+    }
+    return TemplateResponse(request, "operator/live_sessions.html", context)
