@@ -1,6 +1,9 @@
 from django.contrib import admin
+from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
+
+from tools_app.views_operator import live_sessions
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -8,7 +11,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 urlpatterns = [
+    path("admin/live-sessions/", admin.site.admin_view(live_sessions), name="operator-live-sessions"),
     path("admin/", admin.site.urls),
     path("healthz", healthz),
     path("api/", include("api.urls")),
 ]
+
+# With DEBUG=1 (`make run`) Django serves static files itself: the admin's styles and the
+# API docs page's Swagger UI. In production the reverse proxy serves STATIC_ROOT
+# (deploy/nginx.conf) and this adds nothing.
+urlpatterns += staticfiles_urlpatterns()
