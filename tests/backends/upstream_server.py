@@ -86,6 +86,7 @@ class SdkUpstream:
         self.mcp = build_server()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.authorizations: list[str] = []
+        self.methods: list[str] = []  # HTTP methods of the requests seen, in order
         self.rejected = 0
         app = self.mcp.streamable_http_app(host="127.0.0.1")
 
@@ -93,6 +94,7 @@ class SdkUpstream:
             if self.loop is None:
                 self.loop = asyncio.get_running_loop()
             if scope["type"] == "http":
+                self.methods.append(scope["method"])
                 headers = dict(scope["headers"])
                 authorization = headers.get(b"authorization", b"").decode()
                 self.authorizations.append(authorization)
