@@ -130,6 +130,7 @@ class CatalogCache:
         self._missing: dict[str, tuple[tuple[int, int], float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._last_used_written: dict[int, float] = {}
+        self._shared_checks: dict[str, asyncio.Future[TenantCatalog | None]] = {}
 
     def clear(self) -> None:
         self._entries.clear()
@@ -209,9 +210,22 @@ class CatalogCache:
         _background.add(task)
         task.add_done_callback(_background.discard)
 
+    async def _catalog_shared_check(self, slug: str) -> TenantCatalog | None:
+        """Like ``catalog``, but concurrent callers share one generation check.
+
+        For fan-out: a change wakes hundreds of streams of one tenant at once, and one Redis
+        round trip answers them all. Requests keep their own check (``catalog``).
+        """
+        pending = self._shared_checks.get(slug)
+        if pending is None:
+            pending = asyncio.ensure_future(self.catalog(slug))
+            self._shared_checks[slug] = pending
+            pending.add_done_callback(lambda _: self._shared_checks.pop(slug, None))
+        return await asyncio.shield(pending)
+
     async def revalidate(self, principal: Principal) -> Principal | None:
         """The principal as the current catalog sees it, or None if it is no longer valid."""
-        catalog = await self.catalog(principal.tenant_slug)
+        catalog = await self._catalog_shared_check(principal.tenant_slug)
         if catalog is None or catalog.tenant_id != principal.tenant_id:
             return None
         if principal.key_id is None:

@@ -47,6 +47,27 @@ class EventStore:
         entry_id, _ = await pipe.execute()
         return f"{stream_id}.{entry_id.decode()}"
 
+    async def append_many(self, items: list[tuple[str, str, bytes]]) -> list[str]:
+        """Append one event to each (session, stream) in a single round trip; their ids."""
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id, stream_id, data in items:
+            key = names.events_key(session_id, stream_id)
+            pipe.xadd(key, {"d": data, "f": b"0"}, maxlen=MAX_EVENTS_PER_STREAM, approximate=True)
+            pipe.expire(key, self._ttl)
+        results = await pipe.execute()
+        return [f"{stream_id}.{entry.decode()}" for (_, stream_id, _), entry in zip(items, results[::2], strict=True)]
+
+    async def after_many(self, items: list[tuple[str, str, str]]) -> list[list[StoredEvent]]:
+        """``after`` for several (session, stream, after entry) at once, in one round trip."""
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id, stream_id, after_entry in items:
+            pipe.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000)
+        results = await pipe.execute()
+        return [
+            [StoredEvent(f"{stream_id}.{eid.decode()}", fields[b"d"], fields.get(b"f") == b"1") for eid, fields in rows]
+            for (_, stream_id, _), rows in zip(items, results, strict=True)
+        ]
+
     async def exists(self, session_id: str, stream_id: str) -> bool:
         return bool(await self._redis.exists(names.events_key(session_id, stream_id)))
 

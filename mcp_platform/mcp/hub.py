@@ -6,7 +6,8 @@ standalone GET streams it holds for that tenant, in memory. The hub joins a tena
 group while it holds at least one of the tenant's streams.
 
 Messages:
-- ``catalog.changed`` {tenant_id | None}: re-check visible tools (None: every tenant).
+- ``catalog.changed`` {tenant_id | None}: re-check visible tools (None: every tenant), in
+  one batched round for all of the tenant's streams here.
 - ``session.events`` {session_id}: new events in that session's standalone log.
 - ``session.ended`` {session_id}: an operator ended the session; close its stream.
 """
@@ -17,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from mcp_platform.mcp import names
@@ -45,8 +47,12 @@ class Layer(Protocol):
 
 
 class StreamHub:
-    def __init__(self, layer: Layer) -> None:
+    def __init__(self, layer: Layer, on_catalog_change: Callable[[list[Any]], Awaitable[None]]) -> None:
+        """``on_catalog_change(streams)`` handles a change for a batch of this process's
+        streams at once (one round, batched I/O), instead of each stream on its own."""
         self._layer = layer
+        self._on_catalog_change = on_catalog_change
+        self._rounds: set[asyncio.Task[None]] = set()
         self._channel = ""
         self._streams: dict[int, set[HubStream]] = defaultdict(set)
         self._ready: asyncio.Task[None] | None = None
@@ -102,9 +108,11 @@ class StreamHub:
         if kind == "catalog.changed":
             tenant_id = message.get("tenant_id")
             groups = self._streams.values() if tenant_id is None else [self._streams.get(tenant_id, set())]
-            for streams in list(groups):
-                for stream in list(streams):
-                    stream.wake("catalog")
+            batch = [stream for streams in list(groups) for stream in streams]
+            if batch:
+                task = asyncio.ensure_future(self._on_catalog_change(batch))
+                self._rounds.add(task)
+                task.add_done_callback(self._rounds.discard)
         elif kind in ("session.events", "session.ended"):
             session_id = message.get("session_id")
             for stream in list(self._streams.get(message.get("tenant_id", -1), set())):

@@ -1,13 +1,13 @@
 """The standalone GET stream of a session: server-initiated messages unrelated to requests.
 
-It is woken through the process's StreamHub. On a catalog change it re-checks the
-credential (a revoked key ends the session) and the visible tool list, and appends
-``notifications/tools/list_changed`` to the session's standalone event log only when
-that list really changed for this credential. Whatever is new in the log (its own
-notifications, task status from workers) is then sent, with ids a reconnecting client
-can resume from.
+A catalog change reaches the process's StreamHub once; ``catalog_round`` then handles all
+of the affected streams here together: one shared credential check, visible-tool
+fingerprints compared in memory, and batched Redis writes for the sessions whose list
+really changed (``notifications/tools/list_changed`` goes into each one's standalone event
+log and out on its stream). A revoked credential ends its session. Other messages for the
+stream (task status from workers) are read from the same log when the hub says so.
 
-The fingerprint the session was last told about is kept in Redis, so a change that
+The fingerprint a session was last told about is kept in Redis, so a change that
 happened while no stream was open is announced when the client opens one again.
 """
 
@@ -18,6 +18,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from mcp_platform.mcp import jsonrpc, names, sse
+from mcp_platform.mcp.events import StoredEvent
 from mcp_platform.mcp.host import Identity
 from mcp_platform.mcp.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.sessions import Session
@@ -31,6 +32,12 @@ LIST_CHANGED = jsonrpc.dumps(jsonrpc.notification("notifications/tools/list_chan
 RETRY_MS = 1000
 
 
+def _entry(event_id: str) -> tuple[int, int]:
+    """A Redis stream entry id ("<ms>-<seq>", after the "<stream>." prefix) as a sortable pair."""
+    ms, _, seq = event_id.rsplit(".", 1)[-1].partition("-")
+    return int(ms), int(seq)
+
+
 class StandaloneStream:
     def __init__(
         self,
@@ -41,36 +48,38 @@ class StandaloneStream:
         lock_key: str,
         resume_after: str | None = None,
     ) -> None:
-        self._transport = transport
-        self._session = session
-        self._identity = identity
+        self.transport = transport
+        self.session = session
+        self.identity = identity
         self._responder = responder
         self._lock_key = lock_key
         self._resume_after = resume_after
-        self._digest_key = names.session_digest_key(session.id)
+        self.digest_key = names.session_digest_key(session.id)
         self.tenant_id = identity.tenant_id
         self.session_id = session.id
+        self.digest = ""
+        self.last = "0-0"
+        self._send_lock = asyncio.Lock()
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
-        self._last = "0-0"
 
     def wake(self, reason: str) -> None:
         self._reasons.add(reason)
         self._wakeup.set()
 
     async def run(self, receive: Receive) -> None:
-        events = self._transport.events
+        events = self.transport.events
         await self._responder.start(200, list(sse.HEADERS))
         if self._resume_after is not None:
-            self._last = self._resume_after  # replay what the client missed, then go live
+            self.last = self._resume_after  # replay what the client missed, then go live
         else:
-            newest = await events.after(self._session.id, STREAM_ID, "0-0")
-            self._last = newest[-1].event_id.split(".", 1)[1] if newest else "0-0"
-            if supports_priming(self._session.protocol_version):
-                event_id = await events.append(self._session.id, STREAM_ID, b"")
+            newest = await events.after(self.session.id, STREAM_ID, "0-0")
+            self.last = newest[-1].event_id.split(".", 1)[1] if newest else "0-0"
+            if supports_priming(self.session.protocol_version):
+                event_id = await events.append(self.session.id, STREAM_ID, b"")
                 await self._responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
-                self._last = event_id.split(".", 1)[1]
-        hub = self._transport.hub()
+                self.last = event_id.split(".", 1)[1]
+        hub = self.transport.hub()
         await hub.register(self)  # before comparing: any later change wakes this stream
         await self._announce_if_changed()
         self.wake("events")
@@ -89,37 +98,75 @@ class StandaloneStream:
                     await task
             await self._responder.end()
 
+    async def deliver(self, events: list[StoredEvent]) -> None:
+        """Send stored events newer than the last one sent, in order, each once."""
+        async with self._send_lock:
+            for event in events:
+                if _entry(event.event_id) <= _entry(self.last):
+                    continue
+                self.last = event.event_id.split(".", 1)[1]
+                if event.data:
+                    await self._responder.write(sse.event(event.data, event_id=event.event_id))
+
     async def _announce_if_changed(self) -> None:
-        """Append list_changed when the visible list differs from what the session last heard of."""
-        fresh = await self._transport.engine.host.visible_digest(self._identity)
-        idle = self._transport.engine.sessions.idle_seconds
-        previous = await self._transport.redis.set(self._digest_key, fresh, ex=idle, get=True)
+        """On (re)connect: announce a change the session has not heard of yet."""
+        fresh = await self.transport.engine.host.visible_digest(self.identity)
+        idle = self.transport.engine.sessions.idle_seconds
+        previous = await self.transport.redis.set(self.digest_key, fresh, ex=idle, get=True)
+        self.digest = fresh
         if previous is not None and previous.decode() != fresh:
-            await self._transport.events.append(self._session.id, STREAM_ID, LIST_CHANGED)
+            await self.transport.events.append(self.session.id, STREAM_ID, LIST_CHANGED)
 
     async def _serve(self) -> None:
-        engine, events = self._transport.engine, self._transport.events
+        events = self.transport.events
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
             reasons, self._reasons = self._reasons, set()
             if "ended" in reasons:
                 return
-            if "catalog" in reasons:
-                current = await engine.host.revalidate(self._identity)
-                if current is None:
-                    # The credential is gone: so is its session.
-                    await engine.sessions.delete(self._session)
-                    return
-                self._identity = current
-                await self._announce_if_changed()
-            for event in await events.after(self._session.id, STREAM_ID, self._last):
-                self._last = event.event_id.split(".", 1)[1]
-                if event.data:
-                    await self._responder.write(sse.event(event.data, event_id=event.event_id))
+            if "revoked" in reasons:
+                await self.transport.engine.sessions.delete(self.session)  # the credential is gone: so is its session
+                return
+            await self.deliver(await events.after(self.session.id, STREAM_ID, self.last))
 
     async def _beat(self) -> None:
         while self._responder.open:
-            await asyncio.sleep(self._transport.config.keepalive_seconds)
+            await asyncio.sleep(self.transport.config.keepalive_seconds)
             await self._responder.write(sse.KEEPALIVE)
-            await self._transport.redis.expire(self._lock_key, 60)
+            await self.transport.redis.expire(self._lock_key, 60)
+
+
+async def catalog_round(transport: StreamableHttp, streams: list[StandaloneStream]) -> None:
+    """Handle one catalog change for a batch of this process's streams.
+
+    Round trips do not grow with the number of streams: one shared generation check
+    (inside ``revalidate``), then for the sessions whose visible list moved, one pipeline
+    for their remembered fingerprints, one for the new events and one to read them back.
+    """
+    host = transport.engine.host
+    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in streams))
+    moved: list[tuple[StandaloneStream, str]] = []
+    for stream, identity in zip(streams, identities, strict=True):
+        if identity is None:
+            stream.wake("revoked")
+            continue
+        stream.identity = identity
+        fresh = await host.visible_digest(identity)  # in memory once the catalog is loaded
+        if fresh != stream.digest:
+            moved.append((stream, fresh))
+    if not moved:
+        return
+    pipe = transport.redis.pipeline(transaction=False)
+    for stream, fresh in moved:
+        pipe.set(stream.digest_key, fresh, ex=transport.engine.sessions.idle_seconds, get=True)
+        stream.digest = fresh
+    previous = await pipe.execute()
+    told = [
+        stream for (stream, fresh), old in zip(moved, previous, strict=True) if old is None or old.decode() != fresh
+    ]
+    if not told:
+        return
+    await transport.events.append_many([(stream.session_id, STREAM_ID, LIST_CHANGED) for stream in told])
+    pending = await transport.events.after_many([(stream.session_id, STREAM_ID, stream.last) for stream in told])
+    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))

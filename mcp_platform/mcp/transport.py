@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
@@ -28,7 +29,7 @@ from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_
 from mcp_platform.mcp.responder import Receive, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.server import Engine, detach
 from mcp_platform.mcp.sessions import Session
-from mcp_platform.mcp.standalone import StandaloneStream
+from mcp_platform.mcp.standalone import StandaloneStream, catalog_round
 from mcp_platform.mcp.versions import (
     MODERN_META_VERSION_KEY,
     SUPPORTED,
@@ -177,7 +178,7 @@ class StreamableHttp:
 
     def hub(self) -> StreamHub:
         if self._hub is None:
-            self._hub = StreamHub(self.engine.layer)  # type: ignore[arg-type]
+            self._hub = StreamHub(self.engine.layer, functools.partial(catalog_round, self))  # type: ignore[arg-type]
         return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:

@@ -1,0 +1,152 @@
+"""list_changed fan-out: N sessions with open GET streams, one tool edit, time to deliver.
+
+    python -m bench.fanout_bench [--sessions 100 1000] [--servers 2]
+
+Sessions are spread over several uvicorn processes (so delivery crosses processes). The
+clock starts just before the edit is committed in this process, and stops for each
+session when its stream carries notifications/tools/list_changed. Memory per idle
+session is the growth of the servers' resident memory while the N streams were opened,
+divided by N. Uses PostgreSQL database toolbay_bench (recreated) and Redis db 13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from bench.background_bench import BENCH_DATABASE_URL, recreate_database
+from bench.echo_bench import BENCH_REDIS, ROOT, start
+from bench.loadgen import Connection
+
+MARKER = b"notifications/tools/list_changed"
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+class Listener:
+    """One MCP session with its standalone GET stream open."""
+
+    def __init__(self, url: str, key: str) -> None:
+        self.conn = Connection(url, key)
+        self.received_at: float | None = None
+        self.ready = asyncio.Event()
+
+    async def open(self) -> None:
+        await self.conn.open()
+        await self.conn.initialize()
+        request = (f"GET {self.conn.path} HTTP/1.1\r\nHost: localhost:{self.conn.port}\r\n"
+                   f"Accept: text/event-stream\r\nAuthorization: Bearer {self.conn.key}\r\n"
+                   f"Mcp-Session-Id: {self.conn.session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n")
+        self.conn.writer.write(request.encode())
+        buffer = b""
+        while b"retry: 1000" not in buffer:  # the priming event: the stream is registered
+            buffer += await self.conn.reader.read(4096)
+        self.ready.set()
+
+    async def listen(self) -> None:
+        buffer = b""
+        while MARKER not in buffer:
+            chunk = await self.conn.reader.read(4096)
+            if not chunk:
+                return
+            buffer = buffer[-64:] + chunk
+        self.received_at = time.perf_counter()
+
+
+def django_setup(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+def edit_tool() -> float:
+    from tools_app.models import Tool
+
+    tool = Tool.objects.get(name="echo", tenant=None)
+    tool.description = f"Returns the text you send, unchanged ({time.time_ns()})."
+    started = time.perf_counter()
+    tool.save()  # autocommit: the fan-out is published from inside save()
+    return started
+
+
+async def measure(urls: list[str], key: str, sessions: int, pids: list[int]) -> dict[str, float]:
+    before = sum(rss_kib(pid) for pid in pids)
+    listeners = [Listener(urls[i % len(urls)], key) for i in range(sessions)]
+    for batch in range(0, sessions, 50):
+        await asyncio.gather(*(listener.open() for listener in listeners[batch : batch + 50]))
+    await asyncio.sleep(1.0)
+    after = sum(rss_kib(pid) for pid in pids)
+    tasks = [asyncio.ensure_future(listener.listen()) for listener in listeners]
+    started = await asyncio.to_thread(edit_tool)
+    await asyncio.wait_for(asyncio.gather(*tasks), timeout=60)
+    delays = sorted((listener.received_at - started) * 1000 for listener in listeners if listener.received_at)
+    for listener in listeners:
+        listener.conn.close()
+    return {
+        "sessions": sessions,
+        "delivered": len(delays),
+        "p50_ms": round(statistics.median(delays), 1),
+        "p99_ms": round(delays[min(len(delays) - 1, int(0.99 * len(delays)))], 1),
+        "max_ms": round(delays[-1], 1),
+        "kib_per_idle_session": round((after - before) / sessions, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--servers", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000), hard))
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DATABASE_URL": BENCH_DATABASE_URL,
+           "REDIS_URL": BENCH_REDIS, "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi", "LOG_LEVEL": "WARNING",
+           "MCP_SSE_KEEPALIVE_SECONDS": "60"}
+    recreate_database()
+    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    key = subprocess.run([*manage, "create_api_key", "demo", "--name", "fanout"], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    django_setup(env)
+    servers = [start("uvicorn", "mcp_platform.asgi:application", env) for _ in range(args.servers)]
+    rows = []
+    try:
+        urls = [url + "/mcp/demo" for _, url in servers]
+        pids = [process.pid for process, _ in servers]
+        for n in args.sessions:
+            row = asyncio.run(measure(urls, key, n, pids))
+            rows.append(row)
+            print(f"N={n:<5} delivered {row['delivered']}/{n}  p50 {row['p50_ms']} ms  p99 {row['p99_ms']} ms  "
+                  f"max {row['max_ms']} ms  memory/idle session {row['kib_per_idle_session']} KiB", flush=True)
+            time.sleep(1)
+    finally:
+        for process, _ in servers:
+            process.terminate()
+            process.wait(10)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
