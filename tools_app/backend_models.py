@@ -27,7 +27,8 @@ class BackendSecret(models.Model):
     The plaintext is never stored, shown, logged or returned: ``ciphertext`` is a Fernet
     token under ``TOOLBAY_SECRET_KEYS`` and only ``tools_app.vault`` opens it, when a
     backend needs it. Backends refer to secrets by name; a tool or upstream uses secrets
-    of its own tenant only (platform ones use platform secrets).
+    of its own tenant only (platform ones use platform secrets). A change record (audit)
+    of this model must leave ``ciphertext`` out and say only that the value changed.
     """
 
     tenant = models.ForeignKey(

@@ -130,7 +130,12 @@ async def watch_upstream(upstream_id: int) -> None:
     backoff = 1.0
     lease = _Lease(upstream_id)
     while True:
-        if not await lease.acquire():
+        try:
+            acquired = await lease.acquire()
+        except Exception as exc:  # Redis away: nobody can watch; try again later
+            log.warning("upstream %s: cannot take the listener lease: %s", upstream_id, exc)
+            acquired = False
+        if not acquired:
             await asyncio.sleep(LEASE_RENEW_SECONDS)  # another listener watches it
             continue
         work = asyncio.ensure_future(_follow(upstream_id))
@@ -168,7 +173,7 @@ async def listen_upstreams(stop: asyncio.Event, *, sync_seconds: float = 10.0) -
                 log.exception("cannot read the upstream servers; trying again")
                 wanted = {upstream_id: fingerprint for upstream_id, (fingerprint, _) in watchers.items()}
             for upstream_id, (fingerprint, task) in list(watchers.items()):
-                if wanted.get(upstream_id) != fingerprint:
+                if wanted.get(upstream_id) != fingerprint or task.done():
                     task.cancel()
                     del watchers[upstream_id]
             for upstream_id, fingerprint in wanted.items():

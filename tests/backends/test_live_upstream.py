@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ToolListChangedNotification
+from mcp_types import ElicitResult, ToolListChangedNotification
 
 from tenants.services import api_key_create, tenant_create
 from tests.backends.upstream_server import SdkUpstream
@@ -127,6 +127,23 @@ def test_a_proxied_call_passes_progress_and_logs_to_the_client(refreshed):
             assert refused.is_error is True
             expected = "The upstream server sdk refused the call: strict refuses 'no' (error -32602)."
             assert refused.content[0].text == expected
+
+    asyncio.run(scenario())
+
+
+def test_elicitation_of_the_upstream_is_answered_by_the_toolbay_client(refreshed):
+    async def scenario() -> None:
+        asked: list[str] = []
+
+        async def elicit(context: Any, params: Any) -> ElicitResult:
+            asked.append(params.message)
+            return ElicitResult(action="accept", content={"name": "Ada"})
+
+        async with _client(refreshed, elicitation_callback=elicit) as client:
+            result = await client.call_tool("up.ask", {"question": "What is your name?"})
+        assert asked == ["What is your name?"]
+        assert result.is_error is False
+        assert result.content[0].text == "hello Ada"
 
     asyncio.run(scenario())
 

@@ -4,6 +4,7 @@ SDK's server running on loopback."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -60,7 +61,7 @@ def test_refresh_discovers_tools_and_publishes_nothing_by_default(register, upst
     report = upstream_refresh(upstream_id=server.pk)
 
     assert report.added == []
-    assert sorted(report.unpublished) == ["add", "broken", "count", "nap", "strict", "weird name!"]
+    assert sorted(report.unpublished) == ["add", "ask", "broken", "count", "nap", "strict", "weird name!"]
     server.refresh_from_db()
     assert server.server_info["name"] == "upstream-test"
     assert server.server_info["protocolVersion"] == "2025-11-25"
@@ -99,7 +100,8 @@ def test_publish_with_rename_keeps_schemas_and_annotations(register):
 def test_publish_new_tools_imports_everything_with_the_prefix(register):
     server = register(publish_new_tools=True, tags=["upstream"])
     report = upstream_refresh(upstream_id=server.pk)
-    assert sorted(report.added) == ["up.add", "up.broken", "up.count", "up.nap", "up.strict", "up.weird_name_"]
+    expected = ["up.add", "up.ask", "up.broken", "up.count", "up.nap", "up.strict", "up.weird_name_"]
+    assert sorted(report.added) == expected
     assert tools_of(server)["up.count"].tags == ["upstream"]
     # Refreshing again changes nothing (and bumps no tool version).
     versions = {name: tool.version for name, tool in tools_of(server).items()}
@@ -150,7 +152,7 @@ def test_upstream_errors_become_error_results(register):
     assert text_of(strict) == "The upstream server up refused the call: strict refuses 'x' (error -32602)."
 
 
-def test_timeout_of_a_proxied_call(register):
+def test_a_timed_out_call_is_cancelled_upstream(register, upstream):
     server = register(publish_new_tools=True)
     upstream_refresh(upstream_id=server.pk)
     nap = tools_of(server)["up.nap"]
@@ -159,6 +161,19 @@ def test_timeout_of_a_proxied_call(register):
     outcome = call(nap, {"seconds": 5})
     assert outcome.is_error
     assert "timed out after 0.5 seconds" in text_of(outcome)
+    # Toolbay sent notifications/cancelled; the upstream stopped the work.
+    deadline = time.monotonic() + 3
+    while upstream.mcp.cancelled_naps == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert upstream.mcp.cancelled_naps == 1
+
+
+def test_elicitation_without_a_client_that_can_answer_is_refused(register):
+    server = register(publish_new_tools=True)
+    upstream_refresh(upstream_id=server.pk)
+    outcome = call(tools_of(server)["up.ask"], {"question": "Who are you?"})
+    # A test call has no client; the upstream hears an error and reports it as its tool error.
+    assert outcome.is_error
 
 
 def test_an_unreachable_upstream_fails_the_call_with_a_message(register, upstream, settings):
@@ -252,7 +267,7 @@ def test_a_forgotten_session_is_opened_again(register, upstream):
 
     first, second, count = async_to_sync(scenario)()
     assert first and second and first != second and second != "forgotten-by-the-server"
-    assert count == 6
+    assert count == 7
 
 
 def test_tenant_scoping(register, acme, globex, make_tool):

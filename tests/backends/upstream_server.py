@@ -16,10 +16,12 @@ from collections.abc import Coroutine
 from typing import Any
 
 import uvicorn
+from mcp.server.elicitation import AcceptedElicitation
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import ToolAnnotations
+from pydantic import BaseModel
 
 
 def free_port() -> int:
@@ -28,12 +30,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class Name(BaseModel):
+    name: str
+
+
 class RecordingServer(MCPServer):
     """Remembers the sessions that listed its tools, to announce changes to them."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.sessions: set[Any] = set()
+        self.cancelled_naps = 0
 
     async def _handle_list_tools(self, ctx: Any, params: Any) -> Any:
         self.sessions.add(ctx.session)
@@ -69,8 +76,19 @@ def build_server() -> RecordingServer:
 
     @server.tool(description="Sleeps, for timeouts and cancellation.")
     async def nap(seconds: float) -> str:
-        await asyncio.sleep(seconds)
+        try:
+            await asyncio.sleep(seconds)
+        except asyncio.CancelledError:
+            server.cancelled_naps += 1
+            raise
         return "rested"
+
+    @server.tool(description="Asks the user for their name (elicitation).")
+    async def ask(question: str, ctx: Context) -> str:
+        answer = await ctx.elicit(question, Name)
+        if isinstance(answer, AcceptedElicitation):
+            return f"hello {answer.data.name}"
+        return f"no answer ({answer.action})"
 
     def weird(x: int) -> int:
         return x

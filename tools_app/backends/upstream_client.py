@@ -38,8 +38,8 @@ CLIENT_INFO = {"name": "toolbay", "title": "Toolbay", "version": "1.0"}
 CLIENT_CAPABILITIES: dict[str, Any] = {"elicitation": {}, "sampling": {}}
 ACCEPT = "application/json, text/event-stream"
 ERROR_BODY_CHARS = 300
-# How long a cancellation notice to the upstream may take before we stop caring.
-CANCEL_NOTICE_SECONDS = 5.0
+# How long a cancellation notice to the upstream may delay the cancelled call's end.
+CANCEL_NOTICE_SECONDS = 0.5
 
 # A message from the upstream that is not the awaited response: a notification (the
 # handler's return value is ignored) or a request (it returns the result, or raises
@@ -320,27 +320,25 @@ class UpstreamSession:
                     continue
                 raise UpstreamUnavailable("the upstream keeps forgetting its session") from None
             except asyncio.CancelledError:
-                self._tell_cancelled(message["id"])
+                await self._tell_cancelled(message["id"])
                 raise
             assert result is not None
             return result
         raise AssertionError("unreachable")
 
-    def _tell_cancelled(self, request_id: int) -> None:
+    async def _tell_cancelled(self, request_id: int) -> None:
+        """Tell the upstream to stop, best effort and briefly: the caller is being cancelled.
+
+        Awaited rather than sent in the background so it is out before a short-lived event
+        loop (a test call, a worker's run) ends."""
         notice = {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
             "params": {"requestId": request_id, "reason": "The Toolbay call was cancelled or timed out."},
         }
-
-        async def send() -> None:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(CANCEL_NOTICE_SECONDS):
-                    await self._exchange(notice, None)
-
-        task = asyncio.get_running_loop().create_task(send())
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(CANCEL_NOTICE_SECONDS):
+                await self._exchange(notice, None)
 
     async def list_tools(self) -> list[dict[str, Any]]:
         tools: list[dict[str, Any]] = []
@@ -398,7 +396,6 @@ def _result_of(answer: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-_background: set[asyncio.Task[None]] = set()
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[UpstreamEndpoint, UpstreamSession]] = (
     weakref.WeakKeyDictionary()
 )
