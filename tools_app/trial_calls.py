@@ -56,6 +56,7 @@ class RecordingLink:
         # No capabilities: handlers that ask for elicitation or sampling get ToolContext's
         # "the client does not support it" error, which becomes the call's isError result.
         self.client_capabilities: dict[str, Any] = {}
+        self.client_info: dict[str, Any] = {"name": "toolbay test-call", "version": "1"}
         self.cancelled = asyncio.Event()
         self.notifications: list[dict[str, Any]] = []
         self.dropped = 0

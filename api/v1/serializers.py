@@ -76,6 +76,7 @@ def request_scope(serializer: serializers.Field | serializers.BaseSerializer) ->
     return caller_scope(serializer.context["request"])
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class TenantField(serializers.SlugRelatedField):
     """A tenant named by its slug, among the caller's tenants (others look missing)."""
 
@@ -95,6 +96,7 @@ class TenantField(serializers.SlugRelatedField):
         return super().to_internal_value(data)  # type: ignore[no-any-return]
 
 
+@extend_schema_field(OpenApiTypes.STR)
 class UsernameField(serializers.SlugRelatedField):
     default_error_messages = {"does_not_exist": "There is no user with the username {value!r}."}
 
@@ -105,6 +107,14 @@ class UsernameField(serializers.SlugRelatedField):
         if not isinstance(data, str):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class CreatedByField(serializers.SlugRelatedField):
+    """The username of whoever made the object; null when made by a command or the user is gone."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "Username of whoever made it; null for commands and deleted users.")
+        super().__init__(slug_field="username", read_only=True, allow_null=True, **kwargs)
 
 
 def _credential_status(revoked_at: Any, expires_at: Any) -> str:
@@ -204,7 +214,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
     tenant = TenantField()
     scopes = ScopeListField(help_text='Scope strings, e.g. ["tools:read"]; access rules can match them.')
     status = serializers.SerializerMethodField()
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = CreatedByField()
 
     class Meta:
         model = ApiKey
@@ -438,7 +448,7 @@ class AccessRuleSerializer(serializers.ModelSerializer):
     )
     api_keys = ScopedApiKeyField(many=True, required=False, help_text="Narrow the rule to these keys (ids).")
     scopes = ScopeListField(help_text="Narrow the rule to keys holding any of these scopes.")
-    created_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    created_by = CreatedByField()
 
     class Meta:
         model = AccessRule
@@ -499,3 +509,24 @@ class AccessRuleSerializer(serializers.ModelSerializer):
     def update(self, instance: AccessRule, validated_data: dict[str, Any]) -> AccessRule:
         api_keys = validated_data.pop("api_keys", None)
         return tool_services.access_rule_update(rule=instance, changes=validated_data, api_keys=api_keys)
+
+
+# --- MCP sessions -----------------------------------------------------------------------
+
+
+class SessionSerializer(serializers.Serializer):
+    tenant = serializers.CharField(source="tenant.slug")
+    id = serializers.CharField(help_text="The Mcp-Session-Id.")
+    client = serializers.CharField(help_text="The client's name and version, as it announced them.")
+    protocol_version = serializers.CharField()
+    credential = serializers.CharField(help_text="The API key (name and prefix) the session is bound to.")
+    started = serializers.DateTimeField()
+    last_seen = serializers.DateTimeField()
+    stream_holder = serializers.CharField(
+        allow_null=True, help_text="The server process holding its notification stream, if one is open."
+    )
+
+
+class SessionEndSerializer(serializers.Serializer):
+    tenant = TenantField()
+    session = serializers.CharField(max_length=128, help_text="The id of the session to end.")

@@ -10,6 +10,7 @@ router.register("api-keys", views.ApiKeyViewSet, basename="apikey")
 router.register("tools", views.ToolViewSet, basename="tool")
 router.register("access-rules", views.AccessRuleViewSet, basename="accessrule")
 router.register("tokens", views.AccessTokenViewSet, basename="accesstoken")
+router.register("sessions", views.SessionViewSet, basename="session")
 
 app_name = "v1"
 urlpatterns = [

@@ -13,7 +13,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,6 +28,7 @@ from tenants import services as tenant_services
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.selectors import membership_roles_of
 from tools_app import services as tool_services
+from tools_app.live_sessions import live_sessions_of, session_end
 from tools_app.models import AccessRule, Tool
 from tools_app.spec import ToolSpec
 from tools_app.trial_calls import tool_test_call
@@ -79,7 +80,6 @@ class ScopedViewSet(viewsets.GenericViewSet):
     permission_classes = [IsAuthenticated, RolePermission]
     action_roles: ClassVar[dict[str, str]] = {}
     tenant_lookup = "tenant"
-    lookup_value_regex = r"[0-9]+"
 
     @property
     def scope(self) -> CallerScope:
@@ -146,7 +146,6 @@ class TenantViewSet(
 ):
     serializer_class = s.TenantSerializer
     lookup_field = "slug"
-    lookup_value_regex = r"[-a-zA-Z0-9_]+"
     action_roles = dict.fromkeys(("create", "update", "partial_update", "destroy"), PLATFORM)
     tenant_lookup = "pk"
 
@@ -465,3 +464,46 @@ class AccessRuleViewSet(
 
     def perform_destroy(self, instance: AccessRule) -> None:
         tool_services.access_rule_delete(rule=instance)
+
+
+# --- MCP sessions -----------------------------------------------------------------------
+
+
+class SessionViewSet(ScopedViewSet):
+    """Open MCP sessions, as the operator console shows them. Operators and up."""
+
+    pagination_class = None  # sessions live in Redis, listed whole like the console does
+    action_roles = {"end": Role.OPERATOR}
+
+    def operated_tenants(self) -> QuerySet[Tenant]:
+        tenants = Tenant.objects.all()
+        if not self.scope.platform:
+            tenants = tenants.filter(pk__in=self.scope.tenant_ids(Role.OPERATOR))
+        return tenants
+
+    @extend_schema(
+        parameters=[TENANT_PARAM],
+        responses=s.SessionSerializer(many=True),
+        description="Open sessions of the tenants where you are an operator or more, most recently seen first.",
+    )
+    def list(self, request: Request) -> Response:
+        tenants = self.operated_tenants()
+        if (slug := query_str(request, "tenant")) is not None:
+            tenants = tenants.filter(slug=slug)
+        rows = live_sessions_of(list(tenants))
+        return Response(s.SessionSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request=s.SessionEndSerializer,
+        responses={204: None},
+        description="End a session: the client's next request answers 404 and its notification stream closes.",
+    )
+    @action(detail=False, methods=["post"])
+    def end(self, request: Request) -> Response:
+        body = s.SessionEndSerializer(data=request.data, context=self.get_serializer_context())
+        body.is_valid(raise_exception=True)
+        tenant = body.validated_data["tenant"]
+        self.scope.require_role(tenant.pk, Role.OPERATOR)
+        if not session_end(tenant=tenant, session_id=body.validated_data["session"]):
+            raise NotFound("The tenant has no open session with this id.")
+        return Response(status=status.HTTP_204_NO_CONTENT)
