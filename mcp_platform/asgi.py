@@ -11,6 +11,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_platform.consumers import McpConsumer  # noqa: E402
+from mcp_platform.lifespan import lifespan  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -21,5 +22,6 @@ application = ProtocolTypeRouter(
                 re_path(r"", django_asgi_app),
             ]
         ),
+        "lifespan": lifespan,
     }
 )

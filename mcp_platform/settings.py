@@ -44,6 +44,7 @@ INSTALLED_APPS = [
     "channels",
     "tenants",
     "tools_app",
+    "audit",
     "api",
 ]
 
@@ -53,6 +54,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -233,6 +235,12 @@ TOOLBAY_HTTP_MAX_CONNECTIONS = env_int("TOOLBAY_HTTP_MAX_CONNECTIONS", 100, mini
 # periodic re-import by `manage.py listen_upstreams` (0: only on list_changed and by hand).
 TOOLBAY_UPSTREAM_TIMEOUT_SECONDS = env_float("TOOLBAY_UPSTREAM_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS", 300.0, minimum=0.0)
+
+# --- Audit -------------------------------------------------------------------------
+# Record one Invocation row per tools/call (turned off only to measure what it costs).
+AUDIT_INVOCATIONS = env_bool("AUDIT_INVOCATIONS", True)
+# Invocations older than this many days are purged by a periodic task (0 keeps them forever).
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 90, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -115,7 +115,13 @@ async def create_task(
     )
     if problem is not None:
         run = await sync_to_async(run_create)(tool=tool, **fields)
-        await finish_and_signal(run.id, status=ToolRun.Status.FAILED, result=problem, message="Invalid arguments")
+        await finish_and_signal(
+            run.id,
+            status=ToolRun.Status.FAILED,
+            result=problem,
+            message="Invalid arguments",
+            outcome="invalid_arguments",
+        )
     else:
         run = await sync_to_async(run_start)(tool=tool, **fields)
     await run.arefresh_from_db()

@@ -81,10 +81,11 @@ class TenantCatalog:
 class AuthFailure(Exception):
     """Why a request has no principal; ``status`` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, tenant_id: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.tenant_id = tenant_id  # known for 401s: the refusal is recorded for that tenant
 
 
 def _generation(raw: list[bytes | None]) -> tuple[int, int]:
@@ -183,20 +184,21 @@ class CatalogCache:
         if authorization is None:
             if catalog.allow_anonymous:
                 return Principal(catalog.tenant_id, catalog.slug, None, "anonymous", "", frozenset())
-            raise AuthFailure(401, "This endpoint requires an API key: send Authorization: Bearer <key>")
+            message = "This endpoint requires an API key: send Authorization: Bearer <key>"
+            raise AuthFailure(401, message, catalog.tenant_id)
         scheme, _, raw = authorization.partition(" ")
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw:
-            raise AuthFailure(401, "Malformed Authorization header: expected 'Bearer <key>'")
+            raise AuthFailure(401, "Malformed Authorization header: expected 'Bearer <key>'", catalog.tenant_id)
         prefix = keys.parse_prefix(raw)
         record = catalog.keys_by_prefix.get(prefix) if prefix else None
         # Hash and compare even for unknown prefixes so timing does not reveal which exist.
         stored_hash = record.key_hash if record else "0" * 64
         matches = keys.key_matches(raw, stored_hash)
         if record is None or not matches or record.revoked:
-            raise AuthFailure(401, "Invalid API key")
+            raise AuthFailure(401, "Invalid API key", catalog.tenant_id)
         if record.expires_at is not None and record.expires_at <= timezone.now():
-            raise AuthFailure(401, "API key has expired")
+            raise AuthFailure(401, "API key has expired", catalog.tenant_id)
         self._note_use(record.id)
         return Principal(catalog.tenant_id, catalog.slug, record.id, record.name, record.prefix, record.scopes)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -33,35 +34,59 @@ def argument_problem(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any
     return error_result(describe_error(problem, subject="arguments") + f". Check the inputSchema of '{tool.name}'.")
 
 
-async def tool_call(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Any:
-    """An inline call's result, or (background tools) what ``call_in_background`` returns."""
+@dataclass(frozen=True)
+class Finished:
+    """A call's result and how it ended; ``outcome`` is None when a worker ran it (and
+    recorded it)."""
+
+    result: Any
+    outcome: str | None
+    message: str = ""
+
+
+async def tool_call(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Finished:
     problem = argument_problem(tool, arguments)
     if problem is not None:
-        return problem
+        return Finished(problem, "invalid_arguments", problem["content"][0]["text"])
     if tool.execution_mode == "background":
         from tools_app.background import call_in_background
 
-        return await call_in_background(principal, tool, arguments, link)
-    return await execute(tool, arguments, ToolContext(link, tool_name=tool.name))
+        return Finished(await call_in_background(principal, tool, arguments, link), None)
+    ctx = ToolContext(link, tool_name=tool.name)
+    result = await execute(tool, arguments, ctx)
+    return Finished(result, ctx.outcome, ctx.error_message)
 
 
 async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
-    """Run an already-validated call under the tool's timeout; always returns a CallToolResult."""
+    """Run an already-validated call under the tool's timeout; always returns a CallToolResult
+    (and leaves how it ended in ``ctx.outcome`` / ``ctx.error_message``)."""
     try:
         async with asyncio.timeout(tool.timeout_seconds):
             output = await _call_with_retries(tool, arguments, ctx)
-        result = normalize(output, has_output_schema=tool.output_schema is not None)
+        result = _check_output(tool, normalize(output, has_output_schema=tool.output_schema is not None))
     except TimeoutError:
-        return error_result(f"Tool '{tool.name}' timed out after {tool.timeout_seconds:g} seconds.")
+        return _ended(
+            ctx, "timed_out", error_result(f"Tool '{tool.name}' timed out after {tool.timeout_seconds:g} seconds.")
+        )
     except ToolError as exc:
-        return error_result(str(exc))
+        return _ended(ctx, "error", error_result(str(exc)))
     except BackendError as exc:
-        return error_result(f"Tool '{tool.name}' failed: {exc}")
+        return _ended(ctx, "error", error_result(f"Tool '{tool.name}' failed: {exc}"))
     except Exception:
         reference = secrets.token_hex(4)
         log.exception("tool %s failed (reference %s)", tool.name, reference)
-        return error_result(f"Tool '{tool.name}' failed with an internal error (reference {reference}).")
-    return _check_output(tool, result)
+        text = f"Tool '{tool.name}' failed with an internal error (reference {reference})."
+        return _ended(ctx, "failed", error_result(text))
+    if result.get("isError"):
+        content = result.get("content") or [{}]
+        return _ended(ctx, "error", result, str(content[0].get("text", "")) if isinstance(content[0], dict) else "")
+    return result
+
+
+def _ended(ctx: ToolContext, outcome: str, result: dict[str, Any], message: str | None = None) -> dict[str, Any]:
+    ctx.outcome = outcome
+    ctx.error_message = message if message is not None else result["content"][0]["text"]
+    return result
 
 
 async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:

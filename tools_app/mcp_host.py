@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
+from audit.models import Invocation
+from audit.recorder import invocation, recorder
 from mcp_platform.mcp import names
 from mcp_platform.mcp.calls import CallLink
 from mcp_platform.mcp.host import AuthError
@@ -30,6 +36,18 @@ class PlatformToolHost:
         try:
             return await self._cache.authenticate(endpoint, authorization)
         except AuthFailure as exc:
+            if exc.tenant_id is not None and recorder.allow_denied(f"{exc.tenant_id}:refused"):
+                recorder.add(
+                    invocation(
+                        tenant_id=exc.tenant_id,
+                        key_id=None,
+                        key_label="(refused credential)",
+                        tool_name="",
+                        outcome=Invocation.Outcome.DENIED,
+                        error_message=exc.message,
+                        started_at=timezone.now(),
+                    )
+                )
             raise AuthError(exc.status, exc.message) from None
 
     async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
@@ -51,15 +69,54 @@ class PlatformToolHost:
 
     async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> Any:
         tool = await self._tool(identity, name)
+        started_at, clock = timezone.now(), time.perf_counter()
+        record = functools.partial(
+            invocation,
+            tenant_id=identity.tenant_id,
+            key_id=identity.key_id,
+            key_label=identity.label,
+            session_id=link.session_id,
+            client=link.client_info,
+            tool_name=name,
+            arguments=arguments,
+            started_at=started_at,
+        )
         if tool is None:
+            if recorder.allow_denied(identity.subject):
+                recorder.add(record(outcome=Invocation.Outcome.DENIED, error_message="Unknown or forbidden tool"))
             return None
-        return await tool_call(identity, tool, arguments, link)
+        record = functools.partial(record, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
+        try:
+            finished = await tool_call(identity, tool, arguments, link)
+        except asyncio.CancelledError:  # interrupted after the cancellation grace period
+            recorder.add(record(outcome=Invocation.Outcome.CANCELLED, duration_ms=_ms_since(clock)))
+            raise
+        if finished.outcome is not None:  # None: a worker ran it and records it
+            outcome = Invocation.Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
+            recorder.add(record(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock)))
+        return finished.result
 
     async def create_task(
         self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
     ) -> dict[str, Any]:
         tool = await self._tool(identity, name)
         if tool is None:
+            if recorder.allow_denied(identity.subject):
+                recorder.add(
+                    invocation(
+                        tenant_id=identity.tenant_id,
+                        key_id=identity.key_id,
+                        key_label=identity.label,
+                        session_id=link.session_id,
+                        client=link.client_info,
+                        tool_name=name,
+                        arguments=arguments,
+                        outcome=Invocation.Outcome.DENIED,
+                        error_message="Unknown or forbidden tool",
+                        started_at=timezone.now(),
+                        is_task=True,
+                    )
+                )
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         return await create_task(identity, tool, arguments, link, ttl_ms)
 
@@ -101,3 +158,7 @@ class PlatformToolHost:
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return task_view(run)
+
+
+def _ms_since(clock: float) -> float:
+    return round((time.perf_counter() - clock) * 1000, 3)

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from audit.recorder import record_run
 from mcp_platform.mcp import jsonrpc, names
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.redis_clients import async_redis
@@ -203,19 +204,23 @@ async def finish_and_signal(
     error: dict[str, Any] | None = None,
     message: str = "",
     run: ToolRun | None = None,
+    outcome: str | None = None,
 ) -> bool:
-    """Record the outcome and, if this caller recorded it, deliver it. Returns whether it did.
+    """Record the outcome and, if this caller recorded it, deliver it and log the invocation.
+    Returns whether it did.
 
     Pass ``run`` when the caller holds the row already; it saves reading it again.
+    ``outcome`` is the invocation log's finer word for it (timed_out, error, …).
     """
     if not await sync_to_async(run_finish)(run_id, status=status, result=result, error=error, message=message):
         return False
     if run is None:
-        run = await ToolRun.objects.aget(pk=run_id)
+        run = await ToolRun.objects.select_related("tool").aget(pk=run_id)
     else:
         run.status, run.result, run.error, run.status_message = status, result, error, message
         run.updated_at = run.finished_at = timezone.now()
     await RunSignals().outcome(run)
+    await sync_to_async(record_run)(run, outcome or status, message)
     return True
 
 

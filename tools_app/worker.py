@@ -59,6 +59,7 @@ class WorkerCallLink:
         self._layer = get_channel_layer()
         self.progress_token = run.progress_token
         self.client_capabilities = run.client_capabilities
+        self.client_info: dict[str, Any] = {}
         self.session_id = run.session_id
         self.stream_id = run.stream_id
         self.request_id = run.request_id
@@ -189,7 +190,12 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: WorkerCallLink) -> None
         failed = run.is_task and bool(result.get("isError"))
         status = ToolRun.Status.FAILED if failed else ToolRun.Status.COMPLETED
         await finish_and_signal(
-            run.id, status=status, result=result, message="The tool reported an error" if failed else "", run=run
+            run.id,
+            status=status,
+            result=result,
+            message=ctx.error_message,
+            run=run,
+            outcome=ctx.outcome,
         )
         if not ctx.handler_returned.is_set():
             # execute() gave up at the timeout; the handler was told (its task cancelled) but

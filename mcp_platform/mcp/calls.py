@@ -28,6 +28,7 @@ class Relayed:
 class CallLink(Protocol):
     progress_token: str | int | None
     client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
     cancelled: asyncio.Event
     # Where the call's messages go, for handing the call to another process.
     session_id: str

@@ -316,6 +316,7 @@ class StreamCallLink:
         self._request_key = request_key(request_id)
         self.progress_token = progress_token
         self.client_capabilities = session.client_capabilities
+        self.client_info = session.client_info
         self.session_id = session.id
         self.stream_id = stream.stream_id
         self.request_id = request_id

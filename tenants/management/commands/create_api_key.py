@@ -1,14 +1,15 @@
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
+from audit.commands import AuditedCommand
 from tenants.models import Tenant
 from tenants.services import api_key_create
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create an API key for a tenant. The raw key is printed alone on the last line, once."
 
     def add_arguments(self, parser: CommandParser) -> None:

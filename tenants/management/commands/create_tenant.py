@@ -1,12 +1,13 @@
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
+from audit.commands import AuditedCommand
 from tenants.services import tenant_create
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Create a tenant; its MCP endpoint is /mcp/<SLUG>."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -3,9 +3,9 @@ import secrets
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from audit.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
 from tools_app.packs import PACKS
@@ -15,7 +15,7 @@ ADMIN_USERNAME = "admin"
 PASSWORD_ENV = "TOOLBAY_ADMIN_PASSWORD"
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Install the demo and conformance tool packs, the tenants 'demo' and 'conformance' (public) "
         f"with their grants, and an admin user. Safe to run again. The admin password comes from "

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from tenants.models import Tenant
+
+
+class Invocation(models.Model):
+    """One tools/call (or MCP task), whatever its outcome; written in batches off the call path."""
+
+    class Outcome(models.TextChoices):
+        COMPLETED = "completed", "Completed"
+        ERROR = "error", "Tool error"
+        INVALID_ARGUMENTS = "invalid_arguments", "Invalid arguments"
+        DENIED = "denied", "Denied"
+        TIMED_OUT = "timed_out", "Timed out"
+        CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invocations")
+    key_id = models.BigIntegerField(null=True, blank=True, help_text="The API key's id (never the key).")
+    key_label = models.CharField(max_length=150, blank=True, help_text="Key name and prefix, or 'anonymous'.")
+    session_id = models.CharField(max_length=128, blank=True)
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=100, blank=True)
+    tool_id = models.BigIntegerField(null=True, blank=True)
+    tool_name = models.CharField(max_length=128)
+    tool_version = models.PositiveIntegerField(null=True, blank=True)
+    arguments = models.JSONField(default=dict, blank=True, help_text="With sensitive fields redacted.")
+    outcome = models.CharField(max_length=20, choices=Outcome.choices)
+    error_message = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    run_id = models.CharField(max_length=32, blank=True, help_text="The background run or MCP task.")
+    is_task = models.BooleanField(default=False)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            models.Index(fields=["tenant", "-started_at", "-id"], name="invocation_tenant_recent"),
+            models.Index(fields=["tenant", "tool_name", "-started_at"], name="invocation_tenant_tool"),
+            models.Index(fields=["tenant", "outcome", "-started_at"], name="invocation_tenant_outcome"),
+            models.Index(fields=["started_at"], name="invocation_started"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.outcome} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class AuditEvent(models.Model):
+    """Who changed what, when, from where, with a field-level diff. Append-only."""
+
+    class Source(models.TextChoices):
+        ADMIN = "admin", "Admin"
+        API = "api", "REST API"
+        COMMAND = "command", "Management command"
+        MCP = "mcp", "MCP endpoint"
+        SYSTEM = "system", "System (shell, worker)"
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        UPDATED = "updated", "Updated"
+        DELETED = "deleted", "Deleted"
+
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The tenant the object belongs to; empty for platform objects.",
+    )
+    tenant_slug = models.CharField(max_length=64, blank=True)
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=200, blank=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.SYSTEM)
+    action = models.CharField(max_length=16, choices=Action.choices)
+    object_type = models.CharField(max_length=100)
+    object_id = models.CharField(max_length=64)
+    object_repr = models.CharField(max_length=300)
+    changes = models.JSONField(default=dict, blank=True, help_text="field → [before, after], secrets redacted.")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant", "-created_at", "-id"], name="auditevent_tenant_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label or 'system'} {self.action} {self.object_type} {self.object_repr}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise PermissionError("Audit events are append-only; they cannot be changed.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("Audit events are append-only; they cannot be deleted.")

@@ -1,0 +1,79 @@
+"""Writes to the audit log."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import uuid
+from typing import Any
+
+from django.db.models import Model
+
+from audit.context import current_actor
+from audit.models import AuditEvent
+from audit.redaction import REDACTED, is_secret_field
+from tenants.models import Tenant
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, bytes | memoryview):
+        return REDACTED
+    return value
+
+
+def snapshot(instance: Model) -> dict[str, Any]:
+    """The instance's concrete fields as JSON values, secrets redacted."""
+    values = {}
+    for field in instance._meta.concrete_fields:
+        name = field.attname
+        value = field.value_from_object(instance)
+        if hasattr(value, "resolve_expression"):  # e.g. version = F("version") + 1, just saved
+            value = type(instance)._default_manager.filter(pk=instance.pk).values_list(name, flat=True).first()
+        values[name] = REDACTED if is_secret_field(name) else _plain(value)
+    return values
+
+
+def _tenant_of(instance: Model) -> Tenant | None:
+    if isinstance(instance, Tenant):
+        return instance
+    tenant_id = getattr(instance, "tenant_id", None)
+    return Tenant.objects.filter(pk=tenant_id).first() if tenant_id is not None else None
+
+
+def audit_change(
+    instance: Model,
+    action: str,
+    before: dict[str, Any] | None,
+    after: dict[str, Any] | None,
+    extra: dict[str, Any] | None = None,
+) -> AuditEvent | None:
+    """Record one change. Updates that changed nothing are not recorded."""
+    if action == "updated" and before is not None and after is not None:
+        changes = {k: [before.get(k), v] for k, v in after.items() if before.get(k) != v and k != "updated_at"}
+    elif action == "created":
+        changes = {k: [None, v] for k, v in (after or {}).items()}
+    elif action == "deleted":
+        changes = {k: [v, None] for k, v in (before or {}).items()}
+    else:
+        changes = {}
+    changes.update(extra or {})
+    if action == "updated" and not changes:
+        return None
+    actor = current_actor()
+    tenant = _tenant_of(instance) if action != "deleted" or not isinstance(instance, Tenant) else None
+    return AuditEvent.objects.create(
+        tenant=tenant,
+        tenant_slug=tenant.slug if tenant else (instance.slug if isinstance(instance, Tenant) else ""),
+        actor_user=actor.user(),
+        actor_label=actor.describe(),
+        source=actor.source,
+        action=action,
+        object_type=instance._meta.label,
+        object_id=str(instance.pk),
+        object_repr=str(instance)[:300],
+        changes=changes,
+    )
