@@ -306,7 +306,7 @@ def _example_arguments(tool: Tool) -> dict[str, Any]:
     for name in schema.get("required", []):
         prop = properties.get(name, {})
         kind = prop.get("type") if isinstance(prop, dict) else None
-        example[name] = prop.get("default", placeholders.get(kind)) if isinstance(prop, dict) else None
+        example[name] = prop.get("default", placeholders.get(str(kind))) if isinstance(prop, dict) else None
     return example
 
 

@@ -18,6 +18,12 @@ from django.dispatch import receiver
 from tenants.models import Tenant
 from tools_app.backend_cache import backend_state_changed
 
+
+def owned_by(tenant_id: int | None) -> Q:
+    """Rows of exactly this tenant (None: the platform's own)."""
+    return Q(tenant__isnull=True) if tenant_id is None else Q(tenant_id=tenant_id)
+
+
 NAME_VALIDATOR = RegexValidator(r"^[A-Za-z0-9_.-]{1,100}$", "Names are 1-100 characters of A-Z a-z 0-9 _ . -")
 
 

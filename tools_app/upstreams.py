@@ -26,7 +26,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.backend_cache import GenerationCache
-from tools_app.backend_models import UpstreamServer
+from tools_app.backend_models import UpstreamServer, owned_by
 from tools_app.backends.upstream_client import (
     UpstreamEndpoint,
     UpstreamError,
@@ -59,12 +59,12 @@ class UpstreamRefreshError(Exception):
 
 
 def upstreams_of(tenant_id: int | None) -> QuerySet[UpstreamServer]:
-    return UpstreamServer.objects.filter(tenant_id=tenant_id)
+    return UpstreamServer.objects.filter(owned_by(tenant_id))
 
 
 def published_tools(upstream: UpstreamServer) -> QuerySet[Tool]:
     return Tool.objects.filter(
-        tenant_id=upstream.tenant_id, backend_kind=BACKEND_KIND, backend_config__upstream=upstream.pk
+        owned_by(upstream.tenant_id), backend_kind=BACKEND_KIND, backend_config__upstream=upstream.pk
     )
 
 
@@ -158,9 +158,9 @@ def _definition(raw: dict[str, Any], upstream: UpstreamServer) -> tuple[dict[str
             check_object_schema(output_schema, label="outputSchema")
         except SchemaProblem as exc:
             output_schema, note = None, f"{name!r}: its outputSchema was dropped ({exc})"
-    annotations = raw.get("annotations") if isinstance(raw.get("annotations"), dict) else {}
+    annotations: dict[str, Any] = raw["annotations"] if isinstance(raw.get("annotations"), dict) else {}
     title = raw.get("title") or annotations.get("title") or ""
-    description = raw.get("description") if isinstance(raw.get("description"), str) else ""
+    description: str = raw["description"] if isinstance(raw.get("description"), str) else ""
     icons = []
     for icon in raw.get("icons") or []:
         try:
@@ -225,7 +225,8 @@ def _new_tool(upstream: UpstreamServer, upstream_name: str, name: str, fields: d
 
 
 def _name_taken(upstream: UpstreamServer, name: str, exclude: int | None = None) -> bool:
-    return Tool.objects.filter(tenant_id=upstream.tenant_id, name=name).exclude(pk=exclude).exists()
+    tools = Tool.objects.filter(owned_by(upstream.tenant_id), name=name)
+    return (tools.exclude(pk=exclude) if exclude is not None else tools).exists()
 
 
 # --- writes -------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import functools
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.db.models import QuerySet
 
 from tenants.models import Tenant
 from tools_app.backend_cache import GenerationCache
-from tools_app.backend_models import BackendSecret
+from tools_app.backend_models import BackendSecret, owned_by
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def unseal(ciphertext: str, *, name: str = "?") -> str:
 
 @transaction.atomic
 def secret_set(
-    *, tenant: Tenant | None, name: str, value: str, description: str = "", created_by: object | None = None
+    *, tenant: Tenant | None, name: str, value: str, description: str = "", created_by: Any = None
 ) -> BackendSecret:
     """Create the secret, or replace the value of the tenant's secret of that name."""
     secret = BackendSecret.objects.select_for_update().filter(tenant=tenant, name=name).first()
@@ -109,7 +110,7 @@ def secrets_rotate(*, batch_size: int = 500) -> tuple[int, list[str]]:
 
 def secrets_of(tenant_id: int | None) -> QuerySet[BackendSecret]:
     """The secrets a tool or upstream of this tenant may use (platform: tenant None)."""
-    return BackendSecret.objects.filter(tenant_id=tenant_id)
+    return BackendSecret.objects.filter(owned_by(tenant_id))
 
 
 def secret_exists(tenant_id: int | None, name: str) -> bool:

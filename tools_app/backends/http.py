@@ -209,7 +209,7 @@ class _Filler:
         return template
 
 
-def _query_pairs(name: str, value: Any) -> list[tuple[str, str]]:
+def _query_pairs(name: str, value: Any) -> list[tuple[str, str | int | float | bool | None]]:
     if value is None:
         return []
     if isinstance(value, list):
@@ -239,7 +239,7 @@ async def prepare(tool: ToolSpec, arguments: dict[str, Any]) -> PreparedRequest:
     base = f"{split.scheme}://{split.netloc}"
     path = filler.fill(split.path, escape=True, where="URL")
     query = filler.fill(split.query, escape=True, where="URL") if split.query else ""
-    params: list[tuple[str, str]] = []
+    params: list[tuple[str, str | int | float | bool | None]] = []
     for name, value_template in config.get("query", {}).items():
         if not filler.complete(value_template):
             continue

@@ -95,7 +95,7 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> 
 
     async def on_message(message: dict[str, Any]) -> dict[str, Any] | None:
         method = message.get("method")
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params: dict[str, Any] = message["params"] if isinstance(message.get("params"), dict) else {}
         if "id" in message:
             return await _answer_upstream_request(ctx, str(method), params)
         if method == "notifications/progress" and params.get("progressToken") == token:
