@@ -10,6 +10,7 @@ from io import StringIO
 
 import pytest
 from cryptography.fernet import Fernet
+from django.apps import apps
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
@@ -148,6 +149,29 @@ def test_secrets_reach_neither_logs_nor_error_results_nor_the_api(api, allow, ht
         assert RAW.encode() not in content
 
     assert RAW not in caplog.text
+    _assert_nowhere_in_the_database(RAW)
+
+
+def _assert_nowhere_in_the_database(raw: str) -> None:
+    """Every row of every model (secrets, tools, audit events, invocations, admin history…)."""
+    for model in apps.get_models():
+        for row in model._base_manager.values_list():
+            assert raw not in " ".join(map(str, row)), f"{model._meta.label} holds the raw secret"
+
+
+def test_the_raw_secret_is_in_no_table_and_no_audit_row(superuser_client, api, allow, http_tool):
+    allow(api.host_port)
+    superuser_client.post(
+        "/admin/tools_app/backendsecret/add/", {"name": "stripe", "description": "", "value": RAW, "tenant": ""}
+    )
+    secret = BackendSecret.objects.get(name="stripe")
+    superuser_client.post(
+        f"/admin/tools_app/backendsecret/{secret.pk}/change/",
+        {"name": "stripe", "description": "changed", "value": RAW + "-v2", "tenant": ""},
+    )
+    tool = http_tool("whoami", {"url": f"{api.origin}/reflect-auth", "auth": {"type": "bearer", "secret": "stripe"}})
+    superuser_client.post(f"/admin/tools_app/tool/{tool.pk}/test-call/", {"arguments": "{}"})
+    _assert_nowhere_in_the_database(RAW)
 
 
 def test_a_missing_key_gives_a_clear_error_without_the_secret(api, allow, http_tool, settings):
