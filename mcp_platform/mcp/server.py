@@ -219,9 +219,7 @@ class Engine:
             arguments = {}
         if not isinstance(arguments, dict):
             raise JsonRpcError(INVALID_PARAMS, "params.arguments must be an object")
-        support = await self.host.task_support(identity, name)
-        if support is None:
-            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        support = await self.host.task_support(identity, name)  # None: no such tool for this caller
         task = params.get("task")
         if task is not None and not isinstance(task, dict):
             raise JsonRpcError(INVALID_PARAMS, 'params.task must be an object such as {"ttl": 60000}')

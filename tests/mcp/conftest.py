@@ -158,6 +158,27 @@ BACKGROUND_TOOLS: dict[str, dict[str, Any]] = {
         "backend_config": {"handler": "demo.echo"},
         "execution_mode": "background",
     },
+    "inline_timeout": {
+        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+        "backend_config": {"handler": "demo.countdown"},
+        "timeout_seconds": 0.3,
+    },
+    "inline_crash": {"input_schema": _ANY_SCHEMA, "backend_config": {"handler": "testing.crash"}},
+    "secret_echo": {
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "password": {"type": "string", "x-sensitive": True},
+                "profile": {
+                    "type": "object",
+                    "properties": {"token": {"type": "string", "writeOnly": True}, "city": {"type": "string"}},
+                },
+            },
+            "required": ["text"],
+        },
+        "backend_config": {"handler": "demo.echo"},
+    },
     "task_only_echo": {
         "input_schema": _ANY_SCHEMA,
         "backend_config": {"handler": "demo.echo"},

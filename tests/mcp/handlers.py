@@ -26,3 +26,9 @@ async def flaky(ctx: Any, arguments: dict[str, Any]) -> str:
     if attempts <= arguments["fails"]:
         raise BackendError(f"transient failure {attempts}", retryable=True)
     return f"succeeded on attempt {attempts}"
+
+
+@tool_handler("testing.crash")
+async def crash(ctx: Any, arguments: dict[str, Any]) -> str:
+    """A bug in a handler: an exception nobody meant to raise."""
+    raise RuntimeError("unexpected bug with a secret detail inside")

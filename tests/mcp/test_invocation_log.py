@@ -1,0 +1,118 @@
+"""Every tools/call leaves one Invocation row with the right outcome, through the real path."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from audit.models import Invocation
+from tests.mcp.wire import McpSession, headers, note, rpc
+
+pytestmark = pytest.mark.live
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=60) as client:
+        yield client
+
+
+@pytest.fixture
+def alpha(http, server, live_world, live_workers) -> McpSession:
+    return McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
+
+
+def _row(session: McpSession, tool: str, timeout: float = 10.0, **filters: Any) -> Invocation:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = Invocation.objects.filter(session_id=session.session_id, tool_name=tool, **filters).first()
+        if row is not None:
+            return row
+        time.sleep(0.1)
+    raise AssertionError(f"no invocation row for {tool} {filters}")
+
+
+def _call(session: McpSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return session.request("tools/call", {"name": tool, "arguments": arguments})
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "outcome", "message"),
+    [
+        ("echo", {"text": "hi"}, "completed", ""),
+        ("test_error_handling", {}, "error", "intentionally returns an error"),
+        ("echo", {"text": 42}, "invalid_arguments", "'text' failed rule 'type'"),
+        ("inline_timeout", {"n": 5}, "timed_out", "timed out after 0.3 seconds"),
+        ("inline_crash", {}, "failed", "internal error (reference"),
+        ("bg_timeout", {"count": 50}, "timed_out", "timed out after 0.5 seconds"),
+        ("bg_echo", {"text": "from a worker"}, "completed", ""),
+    ],
+)
+def test_each_outcome_is_recorded(orm, alpha, live_world, tool, arguments, outcome, message):
+    _call(alpha, tool, arguments)
+    row = _row(alpha, tool)
+    assert row.outcome == outcome
+    assert message in row.error_message
+    assert "secret detail" not in row.error_message  # internal errors never leak their text
+    assert row.tenant.slug == "live-alpha"
+    assert row.key_id == live_world.key_ids["alpha"] and row.key_label.startswith("live alpha (")
+    assert live_world.keys["alpha"] not in row.key_label
+    assert row.client_name == ("toolbay-tests" if not tool.startswith("bg_") else "")
+    assert row.duration_ms is not None and row.duration_ms >= 0
+    assert row.tool_version is not None
+    assert (row.run_id != "") == tool.startswith("bg_")
+
+
+def test_sensitive_arguments_are_redacted(orm, alpha):
+    _call(alpha, "secret_echo", {"text": "visible", "password": "hunter2", "profile": {"token": "t0k", "city": "Oslo"}})
+    row = _row(alpha, "secret_echo")
+    assert row.arguments == {
+        "text": "visible",
+        "password": "[redacted]",
+        "profile": {"token": "[redacted]", "city": "Oslo"},
+    }
+
+
+def test_denied_calls_are_recorded_and_rate_limited(orm, http, alpha, server, live_world):
+    for _ in range(40):
+        _call(alpha, "no_such_tool_here", {})
+    time.sleep(1.0)
+    rows = Invocation.objects.filter(session_id=alpha.session_id, tool_name="no_such_tool_here")
+    assert rows.count() == 30 and {r.outcome for r in rows} == {"denied"}
+
+    refused = http.post(server.endpoint("live-alpha"), json=rpc("ping"), headers=headers(live_world.keys["revoked"]))
+    assert refused.status_code == 401
+    deadline = time.monotonic() + 5
+    while not Invocation.objects.filter(tenant__slug="live-alpha", key_label="(refused credential)").exists():
+        assert time.monotonic() < deadline, "a refused credential is recorded"
+        time.sleep(0.1)
+
+
+def test_cancelled_calls_are_recorded(orm, alpha, other_server):
+    def cancel() -> None:
+        time.sleep(0.8)
+        httpx.post(
+            other_server.endpoint("live-alpha"),
+            json=note("notifications/cancelled", {"requestId": 77}),
+            headers=alpha.headers(),
+        )
+
+    for tool, request_id in (("countdown", 77),):
+        thread = threading.Thread(target=cancel)
+        thread.start()
+        alpha.post(rpc("tools/call", {"name": tool, "arguments": {"n": 30}}, id=request_id))
+        thread.join()
+        assert _row(alpha, tool).outcome == "cancelled"
+
+
+def test_tasks_are_recorded_with_their_run(orm, alpha):
+    created = alpha.request("tools/call", {"name": "task_only_echo", "arguments": {"text": "t"}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    alpha.request("tasks/result", {"taskId": task_id})
+    row = _row(alpha, "task_only_echo")
+    assert row.is_task and row.run_id == task_id and row.outcome == "completed"
