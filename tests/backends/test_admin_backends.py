@@ -179,3 +179,24 @@ def test_upstream_admin_is_scoped_per_tenant(acme, globex, acme_admin_client):
     assert refused.status_code == 200
     assert not UpstreamServer.objects.filter(name="sneaky").exists()
     assert own_secret.pk  # (offered above)
+
+
+def test_an_http_tool_is_made_in_the_admin_and_its_errors_name_the_problem(root, acme):
+    from tests.tools_app.test_admin_tools import tool_data
+
+    secret_set(tenant=None, name="api-token", value="admin-made-value-1")
+    config = {"url": "https://api.example.com/items/{id}", "auth": {"type": "bearer", "secret": "api-token"}}
+    data = tool_data(name="item", backend_kind="http", handler="", backend_config=json.dumps(config))
+    assert root.post("/admin/tools_app/tool/add/", data).status_code == 302
+    tool = Tool.objects.get(name="item")
+    assert tool.backend_kind == "http" and tool.backend_config == config
+
+    # The same tool for acme cannot use the platform's secret.
+    refused = root.post("/admin/tools_app/tool/add/", {**data, "name": "acme_item", "tenant": acme.pk})
+    assert refused.status_code == 200
+    assert "there is no secret named &#x27;api-token&#x27; among this tenant&#x27;s secrets" in refused.content.decode()
+    bad_host = root.post(
+        "/admin/tools_app/tool/add/",
+        {**data, "name": "bad", "backend_config": json.dumps({"url": "https://{host}/x"})},
+    )
+    assert "never the host or port" in bad_host.content.decode()

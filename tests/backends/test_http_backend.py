@@ -134,7 +134,7 @@ def test_a_tenant_tool_uses_its_own_tenants_secret_only(api, http_tool, acme, gl
     secret_set(tenant=acme, name="api-token", value="acme-secret-value")
     with pytest.raises(ValidationError) as excinfo:
         http_tool("platform_whoami", {"url": f"{api.origin}/whoami", "auth": {"type": "bearer", "secret": "api-token"}})
-    assert "no secret named 'api-token' among the platform secrets" in str(excinfo.value)
+    assert "no secret named 'api-token' among the platform's secrets" in str(excinfo.value)
     with pytest.raises(ValidationError):
         http_tool(
             "globex_whoami",

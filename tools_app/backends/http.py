@@ -145,8 +145,8 @@ def _validate_auth(auth: Any) -> None:
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
     if isinstance(auth, dict) and isinstance(auth.get("secret"), str) and not secret_exists(tenant_id, auth["secret"]):
-        scope = "platform" if tenant_id is None else "this tenant's"
-        raise BackendConfigError(f"there is no secret named {auth['secret']!r} among the {scope} secrets")
+        scope = "the platform's" if tenant_id is None else "this tenant's"
+        raise BackendConfigError(f"there is no secret named {auth['secret']!r} among {scope} secrets")
 
 
 # --- building the request ---------------------------------------------------------------

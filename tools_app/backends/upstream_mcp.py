@@ -44,8 +44,8 @@ def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     from tools_app.upstreams import upstreams_of
 
     if not upstreams_of(tenant_id).filter(pk=config["upstream"]).exists():
-        scope = "platform" if tenant_id is None else "this tenant's"
-        raise BackendConfigError(f"there is no upstream server with id {config['upstream']} among the {scope} servers")
+        scope = "the platform's" if tenant_id is None else "this tenant's"
+        raise BackendConfigError(f"there is no upstream server with id {config['upstream']} among {scope} servers")
 
 
 async def _answer_upstream_request(ctx: ToolContext, method: str, params: dict[str, Any]) -> dict[str, Any]:
