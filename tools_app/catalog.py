@@ -60,6 +60,8 @@ class TenantCatalog:
     tenant_id: int
     slug: str
     allow_anonymous: bool
+    calls_per_minute: int | None
+    max_concurrent_calls: int | None
     generation: tuple[int, int]
     loaded_at: float
     keys_by_prefix: dict[str, KeyRecord]
@@ -113,6 +115,8 @@ def _load_catalog(slug: str, generation: tuple[int, int]) -> TenantCatalog | Non
         tenant_id=tenant.pk,
         slug=tenant.slug,
         allow_anonymous=tenant.allow_anonymous,
+        calls_per_minute=tenant.calls_per_minute,
+        max_concurrent_calls=tenant.max_concurrent_calls,
         generation=generation,
         loaded_at=time.monotonic(),
         keys_by_prefix=records,
@@ -238,6 +242,11 @@ class CatalogCache:
         if record.expires_at is not None and record.expires_at <= timezone.now():
             return None
         return Principal(catalog.tenant_id, catalog.slug, record.id, record.name, record.prefix, record.scopes)
+
+    def cached(self, principal: Principal) -> TenantCatalog | None:
+        """The principal's tenant as this request already loaded it (no I/O)."""
+        catalog = self._entries.get(principal.tenant_slug)
+        return catalog if catalog is not None and catalog.tenant_id == principal.tenant_id else None
 
     async def visible(self, principal: Principal) -> VisibleSet:
         catalog = self._entries.get(principal.tenant_slug)

@@ -18,6 +18,7 @@ from mcp_platform.mcp.host import AuthError
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.redis_clients import async_redis
 from tenants.principal import Principal
+from tools_app import limits
 from tools_app.background import create_task
 from tools_app.catalog import AuthFailure, CatalogCache
 from tools_app.execution import tool_call
@@ -87,14 +88,30 @@ class PlatformToolHost:
             return None
         record = functools.partial(record, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
         try:
+            holds_slot = await self._take_slot(identity)
+        except limits.LimitExceeded as exc:
+            recorder.add(record(outcome=Invocation.Outcome.DENIED, error_message=exc.message))
+            raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        try:
             finished = await tool_call(identity, tool, arguments, link)
         except asyncio.CancelledError:  # interrupted after the cancellation grace period
             recorder.add(record(outcome=Invocation.Outcome.CANCELLED, duration_ms=_ms_since(clock)))
             raise
+        finally:
+            if holds_slot:
+                await limits.release(identity.tenant_id)
         if finished.outcome is not None:  # None: a worker ran it and records it
             outcome = Invocation.Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
             recorder.add(record(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock)))
         return finished.result
+
+    async def _take_slot(self, identity: Principal) -> bool:
+        catalog = self._cache.cached(identity)
+        if catalog is None:
+            return False
+        return await limits.acquire(
+            identity.tenant_id, per_minute=catalog.calls_per_minute, concurrent=catalog.max_concurrent_calls
+        )
 
     async def create_task(
         self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
@@ -118,6 +135,12 @@ class PlatformToolHost:
                     )
                 )
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        catalog = self._cache.cached(identity)
+        if catalog is not None:  # tasks count against the rate; they hold no call slot here
+            try:
+                await limits.acquire(identity.tenant_id, per_minute=catalog.calls_per_minute, concurrent=None)
+            except limits.LimitExceeded as exc:
+                raise JsonRpcError(SERVER_ERROR, exc.message) from None
         return await create_task(identity, tool, arguments, link, ttl_ms)
 
     async def get_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
