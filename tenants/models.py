@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -77,6 +79,6 @@ class ApiKey(models.Model):
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
-    def is_usable(self, now: timezone.datetime | None = None) -> bool:
+    def is_usable(self, now: datetime | None = None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import cast
 
 from redis.asyncio import Redis
 
@@ -19,6 +20,11 @@ from mcp_platform.mcp import names
 _EVENT_ID = re.compile(r"^([A-Za-z0-9]{1,32})\.(\d{1,20}-\d{1,20})$")
 # An event log is a replay buffer, not an archive: cap its length as well as its age.
 MAX_EVENTS_PER_STREAM = 10_000
+
+# What XRANGE gives our clients (decode_responses is off): (entry id, fields), all bytes.
+# redis-py types it as bytes | str | None throughout, for every client configuration.
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+_Batches = list[tuple[bytes, _Entries]]  # XREAD: (key, entries) per stream
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,7 @@ class EventStore:
         pipe = self._redis.pipeline(transaction=False)
         for session_id, stream_id, after_entry in items:
             pipe.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000)
-        results = await pipe.execute()
+        results = cast(list[_Entries], await pipe.execute())
         return [
             [StoredEvent(f"{stream_id}.{eid.decode()}", fields[b"d"], fields.get(b"f") == b"1") for eid, fields in rows]
             for (_, stream_id, _), rows in zip(items, results, strict=True)
@@ -73,7 +79,10 @@ class EventStore:
 
     async def after(self, session_id: str, stream_id: str, after_entry: str) -> list[StoredEvent]:
         """The events stored after ``after_entry`` (no waiting)."""
-        entries = await self._redis.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000)
+        entries = cast(
+            _Entries,
+            await self._redis.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000),
+        )
         return [
             StoredEvent(f"{stream_id}.{entry_id.decode()}", fields[b"d"], fields.get(b"f") == b"1")
             for entry_id, fields in entries
@@ -88,10 +97,10 @@ class EventStore:
         if last == "$":
             # Pin "now" to a concrete id; re-reading "$" on every loop would skip events
             # appended between two reads.
-            newest = await self._redis.xrevrange(key, count=1)
+            newest = cast(_Entries, await self._redis.xrevrange(key, count=1))
             last = newest[0][0].decode() if newest else "0-0"
         while True:
-            batches = await self._redis.xread({key: last}, count=100, block=block_ms)
+            batches = cast(_Batches | None, await self._redis.xread({key: last}, count=100, block=block_ms))
             for _, entries in batches or []:
                 for entry_id, fields in entries:
                     last = entry_id.decode()

@@ -6,7 +6,7 @@ import json
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 
@@ -75,15 +75,17 @@ class SessionStore:
     async def live(self, tenant_id: int) -> list[LiveSession]:
         """The tenant's sessions that still exist, most recently seen first."""
         index = names.tenant_sessions_key(tenant_id)
-        entries = await self._redis.zrevrange(index, 0, 9999, withscores=True)
+        # (member, score) pairs; members are bytes, our clients do not decode responses.
+        entries = cast(list[tuple[bytes, float]], await self._redis.zrevrange(index, 0, 9999, withscores=True))
         if not entries:
             return []
         pipe = self._redis.pipeline(transaction=False)
         for session_id, _ in entries:
             pipe.get(names.session_key(session_id.decode()))
             pipe.get(names.standalone_lock_key(session_id.decode()))
-        values = await pipe.execute()
-        live, gone = [], []
+        values = cast(list[bytes | None], await pipe.execute())
+        live: list[LiveSession] = []
+        gone: list[bytes] = []
         for (session_id, score), raw, holder in zip(entries, values[::2], values[1::2], strict=True):
             if raw is None:
                 gone.append(session_id)
