@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -21,7 +21,7 @@ LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 @transaction.atomic
 def access_token_create(
-    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None
+    *, user: User, name: str, expires_at: datetime | None = None
 ) -> tuple[PersonalAccessToken, str]:
     """Create a token; returns it with the raw token, which is never stored or shown again."""
     if expires_at is not None and expires_at <= timezone.now():

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db.models import Model, QuerySet
 from django.forms import ModelForm
@@ -328,7 +328,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
             name=obj.name,
             scopes=obj.scopes,
             expires_at=obj.expires_at,
-            created_by=cast(AbstractBaseUser, request.user),
+            created_by=cast(User, request.user),
         )
         # The admin carries on (history entry, response) with the form's instance.
         for field in ApiKey._meta.concrete_fields:

@@ -90,7 +90,7 @@ class AuthFailure(Exception):
         self.tenant_id = tenant_id  # known for 401s: the refusal is recorded for that tenant
 
 
-def _generation(raw: list[bytes | None]) -> tuple[int, int]:
+def _generation(raw: list[bytes | str | None]) -> tuple[int, int]:
     return (int(raw[0] or 0), int(raw[1] or 0))
 
 

@@ -53,7 +53,7 @@ def _row(tenant: Tenant, live: LiveSession) -> SessionRow:
 
 async def _live(tenants: list[Tenant]) -> list[SessionRow]:
     store = _store()
-    rows = []
+    rows: list[SessionRow] = []
     for tenant in tenants:
         rows.extend(_row(tenant, live) for live in await store.live(tenant.pk))
     return rows

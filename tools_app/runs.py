@@ -7,7 +7,7 @@ party (worker, canceller, reaper) gets to record a run's outcome and send its re
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -174,7 +174,9 @@ class RunSignals:
         elif run.error is not None:
             data = jsonrpc.dumps({"jsonrpc": "2.0", "id": run.request_id, "error": run.error})
         else:
-            data = jsonrpc.dumps(jsonrpc.result(run.request_id, run.result or {"content": []}))
+            # request_id is the JSON-RPC id the call arrived with (a JSONField to keep 1 and "1" apart).
+            request_id = cast(jsonrpc.RequestId, run.request_id)
+            data = jsonrpc.dumps(jsonrpc.result(request_id, run.result or {"content": []}))
         await self.events.append(run.session_id, run.stream_id, data, final=True)
 
     async def task_status(self, run: ToolRun) -> None:
@@ -191,7 +193,7 @@ class RunSignals:
     async def cancel_worker(self, run_id: str) -> None:
         from channels.layers import get_channel_layer
 
-        channel = await self.redis.get(names.run_channel_key(run_id))
+        channel = cast(bytes | None, await self.redis.get(names.run_channel_key(run_id)))
         if channel is not None:
             await get_channel_layer().send(channel.decode(), {"type": "mcp.cancel"})
 

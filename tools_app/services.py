@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -69,7 +69,8 @@ def tool_check(tool: Tool) -> None:
     checks of ``tool_field_errors``, and a name that is free in its catalog. Saves nothing,
     so it doubles as the API's dry run.
     """
-    errors: dict[str, list[str]] = {}
+    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
+    errors: dict[str, list[Any]] = {}
     try:
         # The unique constraints' generic message names the constraint; the check below
         # says which catalog the name clashes in.
@@ -77,7 +78,8 @@ def tool_check(tool: Tool) -> None:
     except ValidationError as exc:
         errors = exc.update_error_dict(errors)
     if "name" not in errors and "tenant" not in errors:
-        clashes = Tool.objects.filter(name=tool.name, tenant_id=tool.tenant_id).exclude(pk=tool.pk)
+        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
+        clashes = Tool.objects.filter(name=tool.name, tenant_id=tool.tenant_id).exclude(pk=tool.pk)  # type: ignore[misc]
         if clashes.exists():
             where = "the platform catalog" if tool.tenant_id is None else f"tenant {tool.tenant}"
             errors["name"] = [f"A tool named {tool.name!r} already exists in {where}."]
@@ -111,7 +113,8 @@ def tool_delete(*, tool: Tool) -> None:
 
 def access_rule_check(rule: AccessRule, api_keys: Iterable[ApiKey]) -> None:
     """Raise ValidationError (per field) unless ``rule`` with these keys could be saved."""
-    errors: dict[str, list[str]] = {}
+    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
+    errors: dict[str, list[Any]] = {}
     try:
         # clean() states both check constraints in words; their own messages only name them.
         rule.full_clean(validate_constraints=False)
@@ -127,7 +130,7 @@ def access_rule_check(rule: AccessRule, api_keys: Iterable[ApiKey]) -> None:
 
 @transaction.atomic
 def access_rule_create(
-    *, fields: dict[str, Any], api_keys: list[ApiKey] | None = None, created_by: AbstractBaseUser | None = None
+    *, fields: dict[str, Any], api_keys: list[ApiKey] | None = None, created_by: User | None = None
 ) -> AccessRule:
     """A new rule; ``fields`` are the model's (effect, tool, tool_pattern, tenant, owner, scopes, note)."""
     rule = AccessRule(**fields, created_by=created_by)

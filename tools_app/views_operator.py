@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
@@ -13,7 +16,8 @@ from tools_app.live_sessions import live_sessions_of, session_end
 
 
 def live_sessions(request: HttpRequest) -> HttpResponse:
-    tenants = tenants_operated_by(request.user)
+    # Routed through admin.site.admin_view: a logged-in staff user.
+    tenants = tenants_operated_by(cast(User, request.user))
     if request.method == "POST":
         tenant = tenants.filter(slug=request.POST.get("tenant", "")).first()
         # Another tenant's session, or none at all: the same 404.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -48,7 +48,7 @@ def parse(body: bytes) -> Any:
         raise JsonRpcError(PARSE_ERROR, "Parse error: the body is not valid JSON", http_status=400) from None
 
 
-def is_valid_id(value: Any) -> bool:
+def is_valid_id(value: Any) -> TypeGuard[RequestId]:
     # bool is an int in Python, and floats and null are not ids.
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 

@@ -12,7 +12,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 
@@ -33,8 +33,12 @@ LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert"
 class Stream(Protocol):
     """Where messages related to one client request go (its POST stream)."""
 
-    session_id: str
-    stream_id: str
+    # Read-only: the engine never reassigns them (PostStream derives session_id).
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def stream_id(self) -> str: ...
 
     async def send(self, message: dict[str, Any]) -> None: ...
 
@@ -87,7 +91,9 @@ class Engine:
         self.layer = layer
         self.cursors = cursors
         self.config = config
-        self._methods: dict[str, Callable[[Session, Identity, Message, Stream], Awaitable[dict[str, Any] | None]]] = {
+        self._methods: dict[
+            str, Callable[[Session, Identity, Message, Stream], Awaitable[dict[str, Any] | Relayed | None]]
+        ] = {
             "ping": self._ping,
             "logging/setLevel": self._set_level,
             "tools/list": self._tools_list,
@@ -162,13 +168,13 @@ class Engine:
         """Route the client's answer to whichever process is waiting for it."""
         if not isinstance(message.id, str):
             return
-        channel = await self.redis.getdel(names.pending_request_key(session.id, message.id))
+        channel = cast(bytes | None, await self.redis.getdel(names.pending_request_key(session.id, message.id)))
         if channel is not None:
             await self.layer.send(channel.decode(), {"type": "mcp.reply", "message": message.raw})
 
     async def _cancel(self, session: Session, request_id: jsonrpc.RequestId) -> None:
         key = request_key(request_id)
-        channel = await self.redis.get(names.inflight_key(session.id, key))
+        channel = cast(bytes | None, await self.redis.get(names.inflight_key(session.id, key)))
         if channel is not None:
             await self.layer.send(channel.decode(), {"type": "mcp.cancel"})
         else:
@@ -411,7 +417,8 @@ class StreamCallLink:
                 self._cancel()
             elif message.get("type") == "mcp.reply":
                 reply = message.get("message") or {}
-                waiter = self._waiting.get(reply.get("id"))
+                # Only string ids are relayed here (handle_response drops the rest).
+                waiter = self._waiting.get(cast(str, reply.get("id")))
                 if waiter is not None and not waiter.done():
                     waiter.set_result(reply)
 
