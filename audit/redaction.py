@@ -21,7 +21,9 @@ def redact_arguments(value: Any, schema: Any) -> Any:
     if _sensitive(schema):
         return REDACTED
     if isinstance(value, dict):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            properties = {}
         return {key: redact_arguments(item, properties.get(key)) for key, item in value.items()}
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [redact_arguments(item, schema["items"]) for item in value]

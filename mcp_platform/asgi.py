@@ -19,7 +19,8 @@ application = ProtocolTypeRouter(
             [
                 # No Django middleware here: no CSRF, no APPEND_SLASH redirect, no session lookup.
                 re_path(r"^mcp/(?P<tenant>[A-Za-z0-9_-]+)/?$", McpConsumer.as_asgi()),
-                re_path(r"", django_asgi_app),
+                # URLRouter routes to ASGI apps; django-stubs types re_path for Django views only.
+                re_path(r"", django_asgi_app),  # type: ignore[arg-type]
             ]
         ),
         "lifespan": lifespan,

@@ -101,7 +101,7 @@ async def create_task(
 
     ttl = min(ttl_ms if ttl_ms is not None else settings.MCP_TASK_DEFAULT_TTL_MS, settings.MCP_TASK_MAX_TTL_MS)
     problem = argument_problem(tool, arguments)
-    fields = dict(
+    fields: dict[str, Any] = dict(
         principal=principal,
         arguments=arguments,
         session_id=link.session_id,

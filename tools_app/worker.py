@@ -14,7 +14,8 @@ import logging
 import os
 import secrets
 import signal
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -62,9 +63,9 @@ class WorkerCallLink:
         self.client_info: dict[str, Any] = {}
         self.session_id = run.session_id
         self.stream_id = run.stream_id
-        self.request_id = run.request_id
+        self.request_id = cast(jsonrpc.RequestId, run.request_id)  # the JSON-RPC id the call came with
         self.log_level = run.log_level
-        self.on_cancel = None
+        self.on_cancel: Callable[[], Awaitable[Any]] | None = None
         self.cancelled = asyncio.Event()
         self._channel = ""
         self._listener: asyncio.Task[None] | None = None
@@ -108,7 +109,8 @@ class WorkerCallLink:
                 self.cancelled.set()
             elif message.get("type") == "mcp.reply":
                 reply = message.get("message") or {}
-                waiter = self._waiting.get(reply.get("id"))
+                # Only string ids are relayed here (the engine's handle_response drops the rest).
+                waiter = self._waiting.get(cast(str, reply.get("id")))
                 if waiter is not None and not waiter.done():
                     waiter.set_result(reply)
 

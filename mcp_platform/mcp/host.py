@@ -5,7 +5,7 @@ The engine knows nothing about tenants, models or backends; ``tools_app`` implem
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from mcp_platform.mcp.calls import CallLink
 
@@ -31,41 +31,46 @@ class Identity(Protocol):
         """How operators see the credential (never the secret itself)."""
 
 
-class ToolHost(Protocol):
-    async def authenticate(self, endpoint: str, authorization: str | None) -> Identity:
+# The engine hands each host method the identity that host's authenticate() returned, so a
+# host may take its own identity type (the platform's Principal).
+IdentityT = TypeVar("IdentityT", bound=Identity)
+
+
+class ToolHost(Protocol[IdentityT]):
+    async def authenticate(self, endpoint: str, authorization: str | None) -> IdentityT:
         """The caller of ``/mcp/<endpoint>``; raises AuthError."""
 
-    async def list_tools(self, identity: Identity) -> list[dict[str, Any]]:
+    async def list_tools(self, identity: IdentityT) -> list[dict[str, Any]]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""
 
-    async def revalidate(self, identity: Identity) -> Identity | None:
+    async def revalidate(self, identity: IdentityT) -> IdentityT | None:
         """The identity as it stands now (scopes may have changed); None once it is no longer
         valid (key revoked or expired, tenant deactivated)."""
 
-    async def visible_digest(self, identity: Identity) -> str:
+    async def visible_digest(self, identity: IdentityT) -> str:
         """A fingerprint of the caller's visible tool list; it changes exactly when the list does."""
 
-    async def task_support(self, identity: Identity, name: str) -> str | None:
+    async def task_support(self, identity: IdentityT, name: str) -> str | None:
         """forbidden/optional/required for a tool the caller may use; None when it may not."""
 
     async def create_task(
-        self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+        self, identity: IdentityT, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
     ) -> dict[str, Any]:
         """Start a task-augmented call; returns a CreateTaskResult."""
 
-    async def get_task(self, identity: Identity, task_id: str) -> dict[str, Any] | None:
+    async def get_task(self, identity: IdentityT, task_id: str) -> dict[str, Any] | None:
         """The caller's task, or None (missing and foreign look the same)."""
 
-    async def task_result(self, identity: Identity, task_id: str) -> dict[str, Any]:
+    async def task_result(self, identity: IdentityT, task_id: str) -> dict[str, Any]:
         """Wait for the task to end; its result, or raise JsonRpcError."""
 
-    async def list_tasks(self, identity: Identity, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    async def list_tasks(self, identity: IdentityT, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
         """A page of the caller's tasks, newest first, and whether more follow."""
 
-    async def cancel_task(self, identity: Identity, task_id: str) -> dict[str, Any]:
+    async def cancel_task(self, identity: IdentityT, task_id: str) -> dict[str, Any]:
         """Cancel the caller's task; returns it, or raises JsonRpcError."""
 
     async def call_tool(
-        self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink
+        self, identity: IdentityT, name: str, arguments: dict[str, Any], link: CallLink
     ) -> dict[str, Any] | None:
         """A CallToolResult, or None when the caller has no such tool (missing or forbidden)."""

@@ -78,7 +78,7 @@ class Engine:
     def __init__(
         self,
         *,
-        host: ToolHost,
+        host: ToolHost[Any],
         sessions: SessionStore,
         redis: Redis,
         layer: ChannelLayer,
