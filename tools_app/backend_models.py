@@ -24,6 +24,16 @@ def owned_by(tenant_id: int | None) -> Q:
     return Q(tenant__isnull=True) if tenant_id is None else Q(tenant_id=tenant_id)
 
 
+def _named(obj: BackendSecret | UpstreamServer) -> str:
+    """ "name (tenant)" without a query: str() also runs while a tenant is being deleted
+    (audit records deletions), when its row may already be gone."""
+    if obj.tenant_id is None:
+        return obj.name
+    field = type(obj)._meta.get_field("tenant")
+    tenant = field.get_cached_value(obj) if field.is_cached(obj) else f"tenant {obj.tenant_id}"  # type: ignore[attr-defined]
+    return f"{obj.name} ({tenant})"
+
+
 NAME_VALIDATOR = RegexValidator(r"^[A-Za-z0-9_.-]{1,100}$", "Names are 1-100 characters of A-Z a-z 0-9 _ . -")
 
 
@@ -64,7 +74,7 @@ class BackendSecret(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name if self.tenant_id is None else f"{self.name} ({self.tenant})"
+        return _named(self)
 
     def __repr__(self) -> str:
         # Never the ciphertext either: it is useless without the key, but it has no business in logs.
@@ -97,7 +107,7 @@ class UpstreamServer(models.Model):
         BackendSecret,
         null=True,
         blank=True,
-        on_delete=models.PROTECT,
+        on_delete=models.RESTRICT,  # a tenant deleted takes both; a secret alone may not go
         related_name="upstream_servers",
         help_text="The credential, from the secrets of the same tenant.",
     )
@@ -136,7 +146,7 @@ class UpstreamServer(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name if self.tenant_id is None else f"{self.name} ({self.tenant})"
+        return _named(self)
 
     def clean(self) -> None:
         errors: dict[str, Any] = {}

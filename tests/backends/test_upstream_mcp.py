@@ -287,3 +287,29 @@ def test_tenant_scoping(register, acme, globex, make_tool):
     foreign.save()
     outcome = call(foreign, {})
     assert outcome.is_error and "its upstream server is missing or disabled" in text_of(outcome)
+
+
+def test_a_tenant_goes_with_its_secrets_upstreams_and_imported_tools(db, acme):
+    secret = secret_set(tenant=acme, name="token", value="acme-upstream-token")
+    server = UpstreamServer.objects.create(
+        tenant=acme, name="up", url="https://up.example/mcp", auth="bearer", secret=secret
+    )
+    Tool.objects.create(
+        tenant=acme,
+        name="up.add",
+        description="d",
+        backend_kind="upstream_mcp",
+        backend_config={"upstream": server.pk, "tool": "add"},
+    )
+    acme.delete()
+    assert not UpstreamServer.objects.exists() and not Tool.objects.filter(name="up.add").exists()
+    assert not type(secret).objects.exists()
+
+
+def test_a_secret_in_use_by_an_upstream_cannot_be_deleted(db):
+    from django.db.models import RestrictedError
+
+    secret = secret_set(tenant=None, name="token", value="platform-upstream-token")
+    UpstreamServer.objects.create(name="up", url="https://up.example/mcp", auth="bearer", secret=secret)
+    with pytest.raises(RestrictedError):
+        secret.delete()

@@ -55,7 +55,7 @@ class Migration(migrations.Migration):
                 ('last_error', models.TextField(blank=True, editable=False)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
-                ('secret', models.ForeignKey(blank=True, help_text='The credential, from the secrets of the same tenant.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='upstream_servers', to='tools_app.backendsecret')),
+                ('secret', models.ForeignKey(blank=True, help_text='The credential, from the secrets of the same tenant.', null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='upstream_servers', to='tools_app.backendsecret')),
                 ('tenant', models.ForeignKey(blank=True, help_text='Empty: imported tools are platform tools. Set: they are private to that tenant.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='upstream_servers', to='tenants.tenant')),
             ],
             options={
