@@ -66,13 +66,16 @@ class AuditEvent(models.Model):
         UPDATED = "updated", "Updated"
         DELETED = "deleted", "Deleted"
 
+    # No database constraint: a tenant's audit trail outlives the tenant (its deletion, and the
+    # deletions it cascades to, are recorded while the tenant row is going away).
     tenant = models.ForeignKey(
         Tenant,
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
         related_name="+",
-        help_text="The tenant the object belongs to; empty for platform objects.",
+        help_text="The tenant the object belongs to; empty for platform objects. Kept after the tenant is deleted.",
     )
     tenant_slug = models.CharField(max_length=64, blank=True)
     actor_user = models.ForeignKey(

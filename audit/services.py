@@ -64,10 +64,10 @@ def audit_change(
     if action == "updated" and not changes:
         return None
     actor = current_actor()
-    tenant = _tenant_of(instance) if action != "deleted" or not isinstance(instance, Tenant) else None
+    tenant = _tenant_of(instance)
     return AuditEvent.objects.create(
-        tenant=tenant,
-        tenant_slug=tenant.slug if tenant else (instance.slug if isinstance(instance, Tenant) else ""),
+        tenant_id=tenant.pk if tenant else None,
+        tenant_slug=tenant.slug if tenant else "",
         actor_user=actor.user(),
         actor_label=actor.describe(),
         source=actor.source,

@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
                 ('changes', models.JSONField(blank=True, default=dict, help_text='field → [before, after], secrets redacted.')),
                 ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
                 ('actor_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('tenant', models.ForeignKey(blank=True, help_text='The tenant the object belongs to; empty for platform objects.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='tenants.tenant')),
+                ('tenant', models.ForeignKey(blank=True, db_constraint=False, help_text='The tenant the object belongs to; empty for platform objects. Kept after the tenant is deleted.', null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='tenants.tenant')),
             ],
             options={
                 'ordering': ['-created_at', '-id'],

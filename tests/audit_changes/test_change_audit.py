@@ -102,3 +102,14 @@ def test_audit_events_are_append_only(acme):
     with pytest.raises(PermissionError):
         event.delete()
     assert AuditEvent.objects.get(pk=event.pk).object_repr != "rewritten"
+
+
+def test_deleting_a_tenant_keeps_its_audit_trail(acme, make_key, make_tool):
+    make_key(acme)
+    make_tool("private_one", tenant=acme)
+    tenant_id = acme.pk
+    acme.delete()
+    trail = AuditEvent.objects.filter(tenant_id=tenant_id)
+    assert {("tenants.Tenant", "deleted"), ("tenants.ApiKey", "deleted"), ("tools_app.Tool", "deleted")} <= {
+        (e.object_type, e.action) for e in trail
+    }
