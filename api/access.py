@@ -2,9 +2,9 @@
 
 - A superuser is a platform admin: every tenant, the platform catalog, platform rules.
 - Anyone else acts in the active tenants where they hold a membership, with that role:
-  viewers read, operators also run test calls, admins and owners also change the
-  tenant's keys, memberships, private tools and the access rules the tenant owns; only
-  owners hand out (or take away) the owner role.
+  viewers read; operators also list and end MCP sessions; admins and owners also change
+  the tenant's keys, memberships, private tools and the access rules the tenant owns, and
+  run test calls; only owners hand out (or take away) the owner role.
 - Django's ``is_staff`` and permission rows play no part, as in the admin.
 
 Objects outside the scope are simply not in any queryset, so they answer 404 exactly like

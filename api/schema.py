@@ -38,8 +38,12 @@ _ERRORS = {
     "401": ("No credentials, or a token that is invalid, expired or revoked.", "ErrorDetail"),
     "403": ("Authenticated, but the role in this tenant does not allow it.", "ErrorDetail"),
     "404": ("No such object, or one outside the caller's tenants (the two look the same).", "ErrorDetail"),
+    "406": ("The Accept header asks for a format the API cannot answer in.", "ErrorDetail"),
 }
-_WRITE_ERRORS = {"409": ("Conflicts with a change made at the same time; retry.", "ErrorDetail")}
+_WRITE_ERRORS = {
+    "409": ("Conflicts with a change made at the same time; retry.", "ErrorDetail"),
+    "415": ("The body's Content-Type is not one the API reads (JSON, form or multipart).", "ErrorDetail"),
+}
 
 
 def add_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
@@ -14,6 +14,19 @@ TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
 
 NO_ARGUMENTS_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False}
+
+
+def _related_or_none(instance: models.Model, field: str) -> Any:
+    """The related object, or None when its row is already gone.
+
+    str() runs during cascade deletes (the change audit records each deleted row), and
+    Django deletes the targets of nullable foreign keys in no particular order: a tool
+    may be gone before the rules pointing at it.
+    """
+    try:
+        return getattr(instance, field)
+    except ObjectDoesNotExist:
+        return None
 
 
 def default_input_schema() -> dict[str, Any]:
@@ -74,7 +87,10 @@ class Tool(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name if self.tenant_id is None else f"{self.name} (private to {self.tenant})"
+        if self.tenant_id is None:
+            return self.name
+        tenant = _related_or_none(self, "tenant")
+        return f"{self.name} (private to {tenant or f'tenant #{self.tenant_id}'})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # The version is part of the tool's identity for caches and audit, so it must move
@@ -177,8 +193,14 @@ class AccessRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        target = self.tool.name if self.tool_id is not None and self.tool else self.tool_pattern
-        who = self.tenant.slug if self.tenant_id and self.tenant else "all tenants"
+        target = self.tool_pattern
+        if self.tool_id is not None:
+            tool = _related_or_none(self, "tool")
+            target = tool.name if tool is not None else f"tool #{self.tool_id}"
+        who = "all tenants"
+        if self.tenant_id is not None:
+            tenant = _related_or_none(self, "tenant")
+            who = tenant.slug if tenant is not None else f"tenant #{self.tenant_id}"
         return f"{self.effect} {target} → {who}"
 
     def clean(self) -> None:

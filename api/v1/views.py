@@ -335,7 +335,9 @@ class ToolViewSet(
         **WRITE_ROLES,
         "validate_new": Role.ADMIN,
         "validate_changes": Role.ADMIN,
-        "test_call": Role.OPERATOR,
+        # A test call runs the tool for real, side effects included: for those who may change
+        # it, as in the admin.
+        "test_call": Role.ADMIN,
     }
 
     def get_queryset(self) -> QuerySet[Tool]:
@@ -398,7 +400,8 @@ class ToolViewSet(
     @extend_schema(
         request=s.TestCallRequestSerializer,
         responses=s.TestCallResultSerializer,
-        description="Operators and up. Runs the tool once, through argument validation, its backend and the "
+        description="Admins and owners (as in the admin: a test call has real side effects). Runs the tool "
+        "once, through argument validation, its backend and the "
         "output checks, and answers what an MCP client would receive. Disabled tools can be tried too; "
         "elicitation and sampling are refused (there is no client to ask).",
     )

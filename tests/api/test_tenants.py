@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenants.models import Tenant
+from tools_app.models import AccessRule, Tool
 
 from .conftest import ROLES
 
@@ -56,6 +57,15 @@ def test_superuser_creates_updates_and_deletes(superuser, client_for) -> None:
 
     assert client.delete("/api/v1/tenants/initech/").status_code == 204
     assert not Tenant.objects.filter(slug="initech").exists()
+
+
+def test_deleting_a_tenant_deletes_what_it_owns(acme, superuser, client_for, make_tool, make_key, grant) -> None:
+    tool = make_tool("lookup", tenant=acme)
+    key, _ = make_key(acme)
+    grant(acme, tool, owner=acme, keys=[key])
+    grant(acme, "demo.*")
+    assert client_for(superuser).delete("/api/v1/tenants/acme/").status_code == 204
+    assert not Tool.objects.exists() and not AccessRule.objects.exists()
 
 
 @pytest.mark.parametrize("role", ROLES)

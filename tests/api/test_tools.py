@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tools_app.models import Tool
+from tools_app.models import AccessRule, Tool
 from tools_app.validation import tool_field_errors
 
 from .conftest import ROLES, ids
@@ -253,3 +253,10 @@ def test_validate_changes_to_a_tool(as_role, acme, catalog, make_tool) -> None:
     assert response.json() == {"name": ["A tool named 'other' already exists in tenant acme."]}
     tool.refresh_from_db()
     assert (tool.title, tool.name, tool.version) == ("", "private", 1)
+
+
+def test_deleting_a_granted_tool_deletes_its_rules(as_role, acme, make_tool, grant) -> None:
+    tool = make_tool("lookup", tenant=acme)
+    rule = grant(acme, tool, owner=acme)
+    assert as_role("admin").delete(f"/api/v1/tools/{tool.pk}/").status_code == 204
+    assert not AccessRule.objects.filter(pk=rule.pk).exists()
