@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from audit.models import Invocation
 from audit.redaction import redact_arguments
+from mcp_platform.metrics import CALLS
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class InvocationRecorder:
         self._denied: dict[str, tuple[float, int]] = defaultdict(lambda: (0.0, 0))
 
     def add(self, row: Invocation) -> None:
+        CALLS.observe(row.tenant_id, row.tool_name, row.outcome, row.duration_ms)
         if not settings.AUDIT_INVOCATIONS:
             return
         self._rows.append(row)
@@ -125,6 +127,7 @@ class InvocationRecorder:
 
 def record_now(row: Invocation) -> None:
     """Insert one row immediately (workers, where no batching is needed)."""
+    CALLS.observe(row.tenant_id, row.tool_name, row.outcome, row.duration_ms)
     if settings.AUDIT_INVOCATIONS:
         row.save()
 

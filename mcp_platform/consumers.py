@@ -9,6 +9,7 @@ is received by the call that needs it, see ``mcp_platform.mcp.server``.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from functools import lru_cache
 from typing import Any
 
@@ -16,6 +17,7 @@ from channels.consumer import AsyncConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcp_platform.logs import mcp_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.mcp.server import Engine, EngineConfig
@@ -61,14 +63,25 @@ def build_transport() -> StreamableHttp:
     )
 
 
+_built: weakref.WeakSet[StreamableHttp] = weakref.WeakSet()
+
+
 @lru_cache(maxsize=8)
 def _transport_for(loop: asyncio.AbstractEventLoop) -> StreamableHttp:
     # Redis clients belong to an event loop, so the transport does too.
-    return build_transport()
+    transport = build_transport()
+    _built.add(transport)
+    return transport
+
+
+def streams_held() -> int:
+    """Standalone GET streams this process holds now (the /metrics gauge); builds nothing."""
+    return sum(transport.hub().held() for transport in list(_built))
 
 
 class McpConsumer(AsyncConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         endpoint = scope["url_route"]["kwargs"]["tenant"]
-        await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=endpoint)
+        with mcp_log_context(scope):
+            await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=endpoint)

@@ -46,9 +46,11 @@ INSTALLED_APPS = [
     "tools_app",
     "audit",
     "api",
+    "console",
 ]
 
 MIDDLEWARE = [
+    "mcp_platform.logs.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -131,6 +133,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBIL
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-runs": {"task": "tools_app.tasks.purge_expired_runs", "schedule": 60.0},
     "reap-stuck-runs": {"task": "tools_app.tasks.reap_stuck_runs", "schedule": 30.0},
+    "purge-old-invocations": {"task": "audit.tasks.purge_old_invocations", "schedule": 3600.0},
 }
 
 REST_FRAMEWORK = {
@@ -242,10 +245,28 @@ AUDIT_INVOCATIONS = env_bool("AUDIT_INVOCATIONS", True)
 # Invocations older than this many days are purged by a periodic task (0 keeps them forever).
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 90, minimum=0)
 
+# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+
+# "plain" text lines or "json" (one object per line, with request/session/call ids).
+LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "filters": {"context": {"()": "mcp_platform.logs.LogContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "mcp_platform.logs.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    # uvicorn's own lines go through the same handler in JSON mode (one format per stream).
+    "loggers": (
+        {"uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}} if LOG_FORMAT == "json" else {}
+    ),
 }
+# Celery workers keep these handlers instead of installing their own (which are plain text).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

@@ -3,6 +3,7 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
+from mcp_platform.health import metrics, readyz
 from tools_app.views_operator import live_sessions
 
 
@@ -14,6 +15,9 @@ urlpatterns = [
     path("admin/live-sessions/", admin.site.admin_view(live_sessions), name="operator-live-sessions"),
     path("admin/", admin.site.urls),
     path("healthz", healthz),
+    path("readyz", readyz),
+    path("metrics", metrics),
+    path("console/", include("console.urls")),
     path("api/", include("api.urls")),
 ]
 

@@ -23,6 +23,7 @@ from mcp_platform.mcp.host import Identity
 from mcp_platform.mcp.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.sessions import Session
 from mcp_platform.mcp.versions import supports_priming
+from mcp_platform.metrics import LIST_CHANGED_SENT
 
 if TYPE_CHECKING:
     from mcp_platform.mcp.transport import StreamableHttp
@@ -168,5 +169,6 @@ async def catalog_round(transport: StreamableHttp, streams: list[StandaloneStrea
     if not told:
         return
     await transport.events.append_many([(stream.session_id, STREAM_ID, LIST_CHANGED) for stream in told])
+    LIST_CHANGED_SENT.inc(len(told))
     pending = await transport.events.after_many([(stream.session_id, STREAM_ID, stream.last) for stream in told])
     await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))

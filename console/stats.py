@@ -1,0 +1,164 @@
+"""The numbers behind the console's charts, for the last hour or day of a scoped queryset.
+
+Three aggregate queries, each bounded by the time window (the ``tenant, -started_at``
+index, or ``started_at`` for all tenants): calls per minute by outcome, latency
+percentiles per tool, and the most frequent errors. Percentiles are computed by
+PostgreSQL (``percentile_cont``); on SQLite, the embedded laptop database, in Python.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
+from django.db.models.functions import Left, TruncMinute
+from django.utils import timezone
+
+from audit.models import Invocation
+
+WINDOWS = {"hour": (timedelta(hours=1), 1), "day": (timedelta(days=1), 15)}  # span, minutes per bar
+TOP_TOOLS = 10
+TOP_ERRORS = 10
+ERROR_PREFIX = 160  # errors that differ only after this many characters count as one
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expr)``."""
+
+    function = "PERCENTILE_CONT"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: Any, fraction: float) -> None:
+        super().__init__(expression, fraction=float(fraction))
+
+
+@dataclass
+class Bucket:
+    start: datetime
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class ToolLatency:
+    tool: str
+    calls: int
+    p50_ms: float
+    p95_ms: float
+
+
+@dataclass
+class TopError:
+    tool: str
+    outcome: str
+    message: str
+    count: int
+
+
+@dataclass
+class Overview:
+    window: str
+    since: datetime
+    minutes_per_bucket: int
+    buckets: list[Bucket]
+    latency: list[ToolLatency]
+    errors: list[TopError]
+
+    @property
+    def total(self) -> int:
+        return sum(bucket.total for bucket in self.buckets)
+
+    @property
+    def failed(self) -> int:
+        return sum(n for bucket in self.buckets for outcome, n in bucket.counts.items() if outcome != "completed")
+
+    @property
+    def outcomes(self) -> list[str]:
+        present = {outcome for bucket in self.buckets for outcome in bucket.counts}
+        return [value for value in Invocation.Outcome.values if value in present]
+
+
+def _floor(moment: datetime, minutes: int) -> datetime:
+    moment = moment.replace(second=0, microsecond=0)
+    return moment - timedelta(minutes=moment.minute % minutes) if minutes > 1 else moment
+
+
+def calls_per_bucket(rows: QuerySet[Invocation], since: datetime, now: datetime, minutes: int) -> list[Bucket]:
+    per_minute = (
+        rows.filter(started_at__gte=since)
+        .annotate(minute=TruncMinute("started_at"))
+        .values_list("minute", "outcome")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    first = _floor(since, minutes)
+    buckets: list[Bucket] = []
+    moment = first
+    while moment <= now:
+        buckets.append(Bucket(moment))
+        moment += timedelta(minutes=minutes)
+    for minute, outcome, n in per_minute:
+        index = int((minute - first).total_seconds() // (60 * minutes))
+        if 0 <= index < len(buckets):
+            counts = buckets[index].counts
+            counts[outcome] = counts.get(outcome, 0) + n
+    return buckets
+
+
+def latency_per_tool(rows: QuerySet[Invocation], since: datetime) -> list[ToolLatency]:
+    timed = rows.filter(started_at__gte=since, duration_ms__isnull=False).exclude(tool_name="")
+    if connection.vendor == "postgresql":
+        ranked = (
+            timed.values("tool_name")
+            .annotate(n=Count("id"), p50=PercentileCont("duration_ms", 0.5), p95=PercentileCont("duration_ms", 0.95))
+            .order_by("-n", "tool_name")[:TOP_TOOLS]
+        )
+        return [ToolLatency(r["tool_name"], r["n"], r["p50"] or 0.0, r["p95"] or 0.0) for r in ranked]
+    durations: dict[str, list[float]] = defaultdict(list)
+    for tool, duration in timed.values_list("tool_name", "duration_ms").iterator():
+        durations[tool].append(duration)
+    result = []
+    for tool, values in durations.items():
+        values.sort()
+        if len(values) == 1:
+            p50 = p95 = values[0]
+        else:
+            cuts = statistics.quantiles(values, n=100, method="inclusive")
+            p50, p95 = cuts[49], cuts[94]
+        result.append(ToolLatency(tool, len(values), p50, p95))
+    result.sort(key=lambda item: (-item.calls, item.tool))
+    return result[:TOP_TOOLS]
+
+
+def top_errors(rows: QuerySet[Invocation], since: datetime) -> list[TopError]:
+    grouped = (
+        rows.filter(~Q(outcome=Invocation.Outcome.COMPLETED), started_at__gte=since)
+        .annotate(message=Left("error_message", ERROR_PREFIX))
+        .values_list("tool_name", "outcome", "message")
+        .annotate(n=Count("id"))
+        .order_by("-n", "tool_name")[:TOP_ERRORS]
+    )
+    return [TopError(tool, outcome, message, n) for tool, outcome, message, n in grouped]
+
+
+def overview(rows: QuerySet[Invocation], window: str) -> Overview:
+    span, minutes = WINDOWS[window]
+    now = timezone.now()
+    since = now - span
+    return Overview(
+        window=window,
+        since=since,
+        minutes_per_bucket=minutes,
+        buckets=calls_per_bucket(rows, since, now, minutes),
+        latency=latency_per_tool(rows, since),
+        errors=top_errors(rows, since),
+    )

@@ -1,0 +1,18 @@
+from django.contrib.auth.views import LogoutView
+from django.urls import path, re_path, reverse_lazy
+
+from console import views
+
+app_name = "console"
+
+urlpatterns = [
+    path("", views.dashboard, name="dashboard"),
+    path("login/", views.ConsoleLoginView.as_view(), name="login"),
+    path("logout/", LogoutView.as_view(next_page=reverse_lazy("console:login")), name="logout"),
+    path("invocations/", views.invocation_list, name="invocations"),
+    path("invocations/<int:pk>/", views.invocation_detail, name="invocation"),
+    re_path(r"^invocations/export\.(?P<kind>csv|json)$", views.invocation_export, name="invocations-export"),
+    path("changes/", views.change_list, name="changes"),
+    path("changes/<int:pk>/", views.change_detail, name="change"),
+    re_path(r"^changes/export\.(?P<kind>csv|json)$", views.change_export, name="changes-export"),
+]

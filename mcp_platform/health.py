@@ -1,0 +1,102 @@
+"""Probes and metrics: ``/readyz`` (can this process serve?) and ``/metrics`` (Prometheus).
+
+``/healthz`` (in urls.py) only says the process answers; ``/readyz`` also checks that the
+database and Redis do, so a load balancer stops sending traffic to a process that cannot
+serve it. Both answer without authentication and say nothing beyond ok/failed.
+
+``/metrics`` is open unless ``METRICS_TOKEN`` is set, in which case Prometheus must send
+``Authorization: Bearer <token>``; the numbers name tenants and tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.cache import never_cache
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from mcp_platform.metrics import OPEN_STREAMS, QUEUE_LENGTH
+from mcp_platform.redis_clients import async_redis
+
+log = logging.getLogger(__name__)
+
+CELERY_QUEUES = ("toolbay.short", "toolbay.long")
+# kombu's Redis transport keeps a queue's messages of priority p > 0 under "<queue>\x06\x16<p>".
+_PRIORITY_SUFFIXES = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+PROBE_TIMEOUT_SECONDS = 2.0
+
+
+def _database_ready() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+
+
+async def _check(name: str, probe: object) -> tuple[str, str]:
+    try:
+        await asyncio.wait_for(probe, PROBE_TIMEOUT_SECONDS)  # type: ignore[arg-type]
+    except Exception as exc:
+        log.warning("readiness: %s is not reachable: %s", name, exc)
+        return name, "failed"
+    return name, "ok"
+
+
+@never_cache
+async def readyz(request: HttpRequest) -> JsonResponse:
+    checks = dict(
+        await asyncio.gather(
+            _check("database", sync_to_async(_database_ready)()),
+            _check("redis", async_redis().ping()),
+        )
+    )
+    ready = all(state == "ok" for state in checks.values())
+    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+
+
+async def _queue_lengths() -> dict[str, int]:
+    broker = settings.CELERY_BROKER_URL
+    if not broker.startswith(("redis://", "rediss://", "unix://")):
+        return {}
+    client = async_redis() if broker == settings.REDIS_URL else aioredis.Redis.from_url(broker, socket_timeout=2)
+    try:
+        pipe = client.pipeline(transaction=False)
+        for queue in CELERY_QUEUES:
+            for suffix in _PRIORITY_SUFFIXES:
+                pipe.llen(queue + suffix)
+        lengths = await asyncio.wait_for(pipe.execute(), PROBE_TIMEOUT_SECONDS)
+    finally:
+        if client is not async_redis():
+            await client.aclose()
+    per = len(_PRIORITY_SUFFIXES)
+    return {queue: sum(lengths[i * per : (i + 1) * per]) for i, queue in enumerate(CELERY_QUEUES)}
+
+
+def _authorized(request: HttpRequest) -> bool:
+    token = settings.METRICS_TOKEN
+    if not token:
+        return True
+    offered = request.headers.get("Authorization", "")
+    return hmac.compare_digest(offered.encode(), f"Bearer {token}".encode())
+
+
+@never_cache
+async def metrics(request: HttpRequest) -> HttpResponse:
+    if not _authorized(request):
+        return HttpResponse("Authorization required\n", status=401, content_type="text/plain")
+    from mcp_platform.consumers import streams_held
+
+    OPEN_STREAMS.set(streams_held())  # on the event loop that owns the streams
+    try:
+        for queue, length in (await _queue_lengths()).items():
+            QUEUE_LENGTH.labels(queue).set(length)
+    except Exception as exc:  # the scrape still answers; the gauge keeps its last value
+        log.warning("metrics: could not read the Celery queue lengths: %s", exc)
+    body = await sync_to_async(generate_latest)(REGISTRY)  # tenant slugs come from the database
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
