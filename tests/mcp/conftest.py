@@ -135,6 +135,12 @@ BACKGROUND_TOOLS: dict[str, dict[str, Any]] = {
         "execution_mode": "background",
         "timeout_seconds": 20,
     },
+    "bg_stubborn_timeout": {  # blocking code past its timeout: told, then its process is killed
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "testing.stubborn"},
+        "execution_mode": "background",
+        "timeout_seconds": 1,
+    },
     "bg_timeout": {
         "input_schema": _COUNT_SCHEMA,
         "backend_config": {"handler": "demo.slow_count"},

@@ -145,6 +145,15 @@ def test_timeout_is_a_tool_error(alpha):
     assert "timed out after 0.5 seconds" in answer["result"]["content"][0]["text"]
 
 
+def test_handler_blocking_past_its_timeout_gets_its_process_killed(orm, alpha):
+    answer = alpha.request("tools/call", {"name": "bg_stubborn_timeout", "arguments": {"seconds": 30}})
+    assert answer["result"]["isError"] is True
+    assert "timed out after 1 seconds" in answer["result"]["content"][0]["text"]
+    run = ToolRun.objects.filter(session_id=alpha.session_id, tool_name="bg_stubborn_timeout").get()
+    assert run.status == ToolRun.Status.COMPLETED  # the call ended (with its timeout error); nothing hangs
+    _wait_for(lambda: not _alive(run.worker_pid), timeout=10)
+
+
 def _kill_mid_call(alpha: McpSession, tool: str, request_id: int) -> tuple[dict[str, Any], ToolRun]:
     result: dict[str, Any] = {}
 

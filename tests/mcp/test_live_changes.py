@@ -220,6 +220,18 @@ def test_revoked_key_closes_its_session(orm, http, server, gamma):
     assert session.post(rpc("ping")).status_code == 401
 
 
+def test_deactivating_a_tenant_closes_its_sessions(orm, http, server, other_server):
+    tenant = tenant_create(slug="live-closing", name="Closing")
+    AccessRule.objects.create(tenant=tenant, tool_pattern="tag:demo")
+    _, key = api_key_create(tenant=tenant, name="closing")
+    watchers = [Watcher(_session(http, s, "live-closing", key)) for s in (server, other_server)]
+    tenant.is_active = False
+    tenant.save()
+    for watcher in watchers:
+        assert watcher.closed.wait(10), "sessions of a deactivated tenant end"
+    assert watchers[0].session.post(rpc("ping")).status_code == 404
+
+
 def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, other_server, gamma):
     session = _session(http, server, "live-gamma", gamma["keys"]["plain"])
     first = Watcher(session)
