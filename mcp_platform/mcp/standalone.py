@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mcp_platform.mcp import jsonrpc, names, sse
 from mcp_platform.mcp.events import StoredEvent
@@ -113,7 +113,8 @@ class StandaloneStream:
         """On (re)connect: announce a change the session has not heard of yet."""
         fresh = await self.transport.engine.host.visible_digest(self.identity)
         idle = self.transport.engine.sessions.idle_seconds
-        previous = await self.transport.redis.set(self.digest_key, fresh, ex=idle, get=True)
+        # SET ... GET answers the old value: bytes, or None when there was none.
+        previous = cast(bytes | None, await self.transport.redis.set(self.digest_key, fresh, ex=idle, get=True))
         self.digest = fresh
         if previous is not None and previous.decode() != fresh:
             await self.transport.events.append(self.session.id, STREAM_ID, LIST_CHANGED)
