@@ -77,10 +77,13 @@ class LogContextFilter(logging.Filter):
     """Adds request_id, session_id and call_id (empty when unknown) to every record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = getattr(record, "request_id", "") or request_id_var.get()
+        # Locals because LogRecord declares no such attributes (mypy would reject reading them).
+        request_id = getattr(record, "request_id", "") or request_id_var.get()
+        call_id = getattr(record, "call_id", "") or call_id_var.get()
+        record.request_id = request_id
         record.session_id = getattr(record, "session_id", "") or session_id_var.get()
-        record.call_id = getattr(record, "call_id", "") or call_id_var.get()
-        if not record.request_id and not record.call_id:
+        record.call_id = call_id
+        if not request_id and not call_id:
             task_id, run_id = _celery_ids()
             record.task_id, record.call_id = task_id, run_id
         return True
