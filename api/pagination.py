@@ -14,3 +14,13 @@ class IdCursorPagination(CursorPagination):
 
 class NewestFirstPagination(IdCursorPagination):
     ordering = "-id"
+
+
+class InvocationPagination(IdCursorPagination):
+    """Newest first, along the (tenant, -started_at, -id) index."""
+
+    ordering = ("-started_at", "-id")
+
+
+class AuditEventPagination(IdCursorPagination):
+    ordering = ("-created_at", "-id")

@@ -20,6 +20,7 @@ from rest_framework import serializers
 from api.access import CallerScope, caller_scope
 from api.models import PersonalAccessToken
 from api.services import access_token_create
+from audit.models import AuditEvent, Invocation
 from tenants import services as tenant_services
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
 from tools_app import services as tool_services
@@ -530,3 +531,83 @@ class SessionSerializer(serializers.Serializer):
 class SessionEndSerializer(serializers.Serializer):
     tenant = TenantField()
     session = serializers.CharField(max_length=128, help_text="The id of the session to end.")
+
+
+# --- invocations and change audit (read-only) -------------------------------------------
+
+
+class InvocationSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    arguments = serializers.JSONField(help_text="The call's arguments, sensitive fields redacted.")
+
+    class Meta:
+        model = Invocation
+        fields = [
+            "id",
+            "tenant",
+            "tool_name",
+            "tool_id",
+            "tool_version",
+            "outcome",
+            "error_message",
+            "duration_ms",
+            "key_id",
+            "key_label",
+            "session_id",
+            "client_name",
+            "client_version",
+            "arguments",
+            "run_id",
+            "is_task",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(
+        source="tenant_slug", help_text="The slug the tenant had; empty for platform objects."
+    )
+    actor = serializers.CharField(source="actor_label", help_text="Who made the change: a username, or a command.")
+    changes = serializers.JSONField(help_text="field → [before, after], secrets redacted.")
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "tenant",
+            "actor",
+            "source",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "changes",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class _TimeWindowFilter(serializers.Serializer):
+    tenant = serializers.CharField(required=False, max_length=64, help_text="Only rows of this tenant (slug).")
+    since = serializers.DateTimeField(required=False, help_text="Only rows from this time on (ISO 8601).")
+    until = serializers.DateTimeField(required=False, help_text="Only rows before this time (ISO 8601).")
+
+
+class InvocationFilter(_TimeWindowFilter):
+    tool = serializers.CharField(required=False, max_length=128, help_text="Only calls of this tool (name).")
+    key = serializers.IntegerField(required=False, min_value=1, help_text="Only calls made with this API key (id).")
+    outcome = serializers.ChoiceField(required=False, choices=Invocation.Outcome.choices)
+    session = serializers.CharField(required=False, max_length=128, help_text="Only calls of this MCP session.")
+    run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
+
+
+class AuditEventFilter(_TimeWindowFilter):
+    object_type = serializers.CharField(
+        required=False, max_length=100, help_text="e.g. tools_app.Tool, tenants.ApiKey, tools_app.AccessRule"
+    )
+    object_id = serializers.CharField(required=False, max_length=64)
+    action = serializers.ChoiceField(required=False, choices=AuditEvent.Action.choices)
+    source = serializers.ChoiceField(required=False, choices=AuditEvent.Source.choices)
+    actor = serializers.CharField(required=False, max_length=200, help_text="Actors whose name contains this.")

@@ -11,6 +11,8 @@ router.register("tools", views.ToolViewSet, basename="tool")
 router.register("access-rules", views.AccessRuleViewSet, basename="accessrule")
 router.register("tokens", views.AccessTokenViewSet, basename="accesstoken")
 router.register("sessions", views.SessionViewSet, basename="session")
+router.register("invocations", views.InvocationViewSet, basename="invocation")
+router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
 
 app_name = "v1"
 urlpatterns = [

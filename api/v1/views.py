@@ -20,10 +20,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.access import CallerScope, Role, caller_scope
+from api.pagination import AuditEventPagination, InvocationPagination
 from api.permissions import PLATFORM, RolePermission
 from api.selectors import access_tokens_of
 from api.services import access_token_revoke
 from api.v1 import serializers as s
+from audit.models import AuditEvent, Invocation
 from tenants import services as tenant_services
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.selectors import membership_roles_of
@@ -510,3 +512,84 @@ class SessionViewSet(ScopedViewSet):
         if not session_end(tenant=tenant, session_id=body.validated_data["session"]):
             raise NotFound("The tenant has no open session with this id.")
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# --- invocations and change audit (read-only) -------------------------------------------
+
+
+class _AuditLogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedViewSet):
+    """Read-only, for operators and up, as the operator console; append-only rows, so there is
+    nothing to write. Platform-wide rows (no tenant) are for platform admins only."""
+
+    filter_class: ClassVar[type[serializers.Serializer]]
+    time_field = "created_at"
+
+    def rows(self) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        rows = self.rows()
+        if not self.scope.platform:
+            rows = rows.filter(tenant_id__in=self.scope.tenant_ids(Role.OPERATOR))
+        if self.action == "list":
+            params = self.filter_class(data=self.request.query_params)
+            params.is_valid(raise_exception=True)
+            rows = self.apply_filters(rows, params.validated_data)
+        return rows
+
+    def apply_filters(self, rows: QuerySet[Any], data: dict[str, Any]) -> QuerySet[Any]:
+        if "tenant" in data:
+            rows = rows.filter(tenant_id__in=Tenant.objects.filter(slug=data["tenant"]).values("pk"))
+        if "since" in data:
+            rows = rows.filter(**{f"{self.time_field}__gte": data["since"]})
+        if "until" in data:
+            rows = rows.filter(**{f"{self.time_field}__lt": data["until"]})
+        return rows
+
+
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[s.InvocationFilter],
+        description="One row per tools/call (and MCP task), newest first. Operators and up see their tenants'.",
+    )
+)
+class InvocationViewSet(_AuditLogViewSet):
+    serializer_class = s.InvocationSerializer
+    pagination_class = InvocationPagination
+    filter_class = s.InvocationFilter
+    time_field = "started_at"
+
+    def rows(self) -> QuerySet[Invocation]:
+        return Invocation.objects.select_related("tenant")
+
+    def apply_filters(self, rows: QuerySet[Any], data: dict[str, Any]) -> QuerySet[Any]:
+        rows = super().apply_filters(rows, data)
+        fields = {"tool": "tool_name", "key": "key_id", "outcome": "outcome", "session": "session_id", "run": "run_id"}
+        for param, field in fields.items():
+            if param in data:
+                rows = rows.filter(**{field: data[param]})
+        return rows
+
+
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[s.AuditEventFilter],
+        description="Who changed what, from where, with a field-level diff; newest first. Append-only.",
+    )
+)
+class AuditEventViewSet(_AuditLogViewSet):
+    serializer_class = s.AuditEventSerializer
+    pagination_class = AuditEventPagination
+    filter_class = s.AuditEventFilter
+
+    def rows(self) -> QuerySet[AuditEvent]:
+        return AuditEvent.objects.all()
+
+    def apply_filters(self, rows: QuerySet[Any], data: dict[str, Any]) -> QuerySet[Any]:
+        rows = super().apply_filters(rows, data)
+        for param in ("object_type", "object_id", "action", "source"):
+            if param in data:
+                rows = rows.filter(**{param: data[param]})
+        if "actor" in data:
+            rows = rows.filter(actor_label__icontains=data["actor"])
+        return rows

@@ -8,7 +8,7 @@ partly from real objects so the runs reach the code behind the 404s.
 Requests are made as one of three personas (a platform admin, acme's admin, acme's
 viewer), so the role checks and the tenant scoping are fuzzed too.
 
-Bounded for CI: ``TOOLBAY_FUZZ_EXAMPLES`` examples per operation (default 20, positive
+Bounded for CI: ``TOOLBAY_FUZZ_EXAMPLES`` examples per operation (default 15, positive
 and negative), derandomized so a CI run is reproducible; about 40 s for the whole API.
 For a deeper search add schemathesis's coverage phase (boundary values of every field, and
 unexpected methods), e.g. ``TOOLBAY_FUZZ_EXAMPLES=60 TOOLBAY_FUZZ_COVERAGE=1 pytest
@@ -27,6 +27,7 @@ from django.contrib.auth import get_user_model
 from django.core.handlers.wsgi import WSGIHandler
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections, transaction
+from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -39,10 +40,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from api.services import access_token_create
+from audit.models import AuditEvent, Invocation
 from tenants.services import api_key_create, membership_set
 from tools_app.models import AccessRule, Tool
 
-EXAMPLES = int(os.environ.get("TOOLBAY_FUZZ_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("TOOLBAY_FUZZ_EXAMPLES", "15"))
 COVERAGE = os.environ.get("TOOLBAY_FUZZ_COVERAGE", "") not in ("", "0")
 CHECKS = [
     not_a_server_error,
@@ -89,7 +91,8 @@ def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any]) -> An
 
 @pytest.fixture
 def world(acme, globex, superuser, make_tool, make_key, grant) -> Iterator[dict[str, Any]]:
-    """A small installation: two tenants, members, keys, platform and private tools, rules."""
+    """A small installation: two tenants, members, keys, platform and private tools, rules,
+    invocations and the audit events all that made."""
     viewer = get_user_model().objects.create_user("fuzz-viewer")
     membership_set(tenant=acme, user=viewer, role="viewer")
     key, _ = make_key(acme, "bot")
@@ -113,8 +116,15 @@ def world(acme, globex, superuser, make_tool, make_key, grant) -> Iterator[dict[
         persona: access_token_create(user=user, name="fuzz")
         for persona, user in (("platform", superuser), ("admin", admin), ("viewer", viewer))
     }
+    now = timezone.now()
+    for tenant, outcome in ((acme, "completed"), (acme, "error"), (globex, "denied")):
+        Invocation.objects.create(
+            tenant=tenant, tool_name="echo", outcome=outcome, arguments={"text": "x"}, started_at=now, finished_at=now
+        )
     ids = {
         *Tool.objects.values_list("pk", flat=True),
+        *Invocation.objects.values_list("pk", flat=True),
+        *AuditEvent.objects.values_list("pk", flat=True),
         *AccessRule.objects.values_list("pk", flat=True),
         key.pk,
         *(token.pk for token, _ in tokens.values()),
