@@ -26,6 +26,7 @@ class ToolContext:
         # Set by the backend when the handler's code has really returned (a blocking handler
         # keeps running in its thread after its awaiting task was cancelled).
         self.handler_returned = threading.Event()
+        self.blocking = False  # True: the handler runs in a thread and sets handler_returned itself
         # How the call ended, for the invocation log (set by tools_app.execution.execute).
         self.outcome = "completed"
         self.error_message = ""

@@ -95,6 +95,7 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
     retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
     attempt = 0
     while True:
+        ctx.handler_returned.clear()
         try:
             return await backend.call(tool, arguments, ctx)
         except BackendError as exc:
@@ -106,6 +107,9 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
                 "tool %s: transient failure (%s); retry %d/%d in %.2fs", tool.name, exc, attempt, retries, delay
             )
             await asyncio.sleep(delay)
+        finally:
+            if not ctx.blocking:
+                ctx.handler_returned.set()  # an awaited backend has stopped once its await ended
 
 
 def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
 from tests.backends.conftest import PNG, call, text_of
-from tools_app.backends import http as http_backend
 from tools_app.context import ToolContext
+from tools_app.execution import execute
 from tools_app.spec import ToolSpec
 from tools_app.trial_calls import RecordingLink
 from tools_app.vault import secret_set
@@ -327,14 +327,15 @@ def test_bad_settings_are_refused_with_a_message(http_tool, config, message):
 
 
 @pytest.mark.parametrize("path", ["/whoami", "/status/500", "/slow?seconds=3"])
-def test_the_backend_reports_that_nothing_runs_on(api, http_tool, path):
-    """Workers kill their process when a handler does not say it stopped (tools_app/worker.py)."""
-    tool = http_tool("probe", {"url": f"{api.origin}{path}", "timeout_seconds": 0.3})
+def test_nothing_runs_on_after_an_http_call(api, http_tool, path):
+    """Workers kill their process when a handler is not known to have stopped (tools_app/worker.py):
+    an HTTP call is over when its await is, whatever the outcome, timeout included."""
+    tool = http_tool("probe", {"url": f"{api.origin}{path}", "timeout_seconds": 0.3}, timeout_seconds=0.5)
     ctx = ToolContext(RecordingLink(), tool_name="probe")
 
     async def run() -> None:
         with contextlib.suppress(Exception):
-            await http_backend.call(ToolSpec.from_model(tool), {}, ctx)
+            await execute(ToolSpec.from_model(tool), {}, ctx)
 
     async_to_sync(run)()
     assert ctx.handler_returned.is_set()

@@ -2,9 +2,11 @@
 
 ``validate_config(config)`` raises ``BackendConfigError`` with a message for the admin;
 ``async call(tool, arguments, ctx)`` returns the handler's output (normalized later) or
-raises ``ToolError`` (a message for the model) or ``BackendError`` (with ``retryable``),
-and sets ``ctx.handler_returned`` once nothing of the call runs any more (a worker that
-does not see it set after a timeout or cancellation kills its process).
+raises ``ToolError`` (a message for the model) or ``BackendError`` (with ``retryable``).
+A backend that runs blocking code in a thread marks ``ctx.blocking`` and sets
+``ctx.handler_returned`` from that thread when it really stopped; for everything else
+``execute`` sets it when ``call`` returns (a worker that does not see it set after a
+timeout or cancellation kills its process).
 Optionally ``check_references(config, tenant_id=...)`` raises ``BackendConfigError`` when
 the settings name something (a secret, an upstream server) the tool's tenant lacks.
 """

@@ -447,13 +447,6 @@ def to_result(tool: ToolSpec, fetched: FetchedResponse, secrets: list[str]) -> d
 
 
 async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-    try:
-        return await _call(tool, arguments)
-    finally:
-        ctx.handler_returned.set()  # nothing of this call runs on after this (see worker.py)
-
-
-async def _call(tool: ToolSpec, arguments: dict[str, Any]) -> Any:
     prepared = await prepare(tool, arguments)
     secrets = prepared.secret_values
     timeout = float(tool.backend_config.get("timeout_seconds") or tool.timeout_seconds)

@@ -28,10 +28,9 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> A
     if handler is None:
         raise BackendError(f"handler {name!r} is not registered in this process")
     if inspect.iscoroutinefunction(handler):
-        try:
-            return await handler(ctx, arguments)
-        finally:
-            ctx.handler_returned.set()
+        return await handler(ctx, arguments)
+
+    ctx.blocking = True  # a cancelled await does not stop the thread: it reports for itself
 
     def run_blocking() -> Any:
         try:

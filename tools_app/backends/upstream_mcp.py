@@ -72,10 +72,7 @@ def _clean_result(result: dict[str, Any]) -> dict[str, Any]:
 
 
 async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-    try:
-        return await _call(tool, arguments, ctx)
-    finally:
-        ctx.handler_returned.set()  # nothing of this call runs on after this (see worker.py)
+    return await _call(tool, arguments, ctx)
 
 
 async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
