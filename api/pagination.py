@@ -6,7 +6,7 @@ from rest_framework.pagination import CursorPagination
 class IdCursorPagination(CursorPagination):
     """Every list pages by an opaque cursor over ids: stable under inserts, fast on big tables."""
 
-    ordering = "id"
+    ordering: str | tuple[str, ...] = "id"
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500

@@ -6,6 +6,7 @@ object answers 404 like a missing one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from django.db.models import Model, QuerySet
@@ -80,7 +81,7 @@ class ScopedViewSet(viewsets.GenericViewSet):
     members see it."""
 
     permission_classes = [IsAuthenticated, RolePermission]
-    action_roles: ClassVar[dict[str, str]] = {}
+    action_roles: ClassVar[Mapping[str, str]] = {}
     tenant_lookup = "tenant"
 
     @property
