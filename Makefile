@@ -11,7 +11,7 @@ help: ## List the targets
 run: ## Install, migrate, seed the demo, start Redis if needed, serve on :8000 with a Celery worker (Ctrl-C stops all)
 	@bash scripts/run.sh
 
-test: ## ruff, makemigrations --check, pytest (PostgreSQL + Redis db 15) and the conformance suite
+test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) and the conformance suite
 	@bash scripts/test.sh
 
 conformance: ## The MCP conformance suite 0.1.16 against a throw-away server (baseline: conformance/baseline.yml)

@@ -2,7 +2,7 @@
 # `make test`: the whole suite, the one .ci/run calls.
 #
 # Set-up (stops at the first failure): dev requirements, PostgreSQL, Redis for the tests.
-# Checks (all run; the summary lists each with its time): ruff, makemigrations --check,
+# Checks (all run; the summary lists each with its time): ruff, mypy, makemigrations --check,
 # pytest, the MCP conformance suite. Exits non-zero when any check failed.
 #
 # Knobs: TOOLBAY_TEST_DATABASE_URL, TOOLBAY_TEST_REDIS_URL (see tests/settings.py),
@@ -66,6 +66,7 @@ setup "PostgreSQL for the tests" ensure_postgres "$TEST_DATABASE_URL"
 setup "Redis for the tests" ensure_redis "$TEST_REDIS_URL"
 
 stage "ruff check ." "$VENV/bin/ruff" check .
+stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api
 stage "makemigrations --check --dry-run" makemigrations_check
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
 stage "pytest" "$PY" -m pytest ${PYTEST_ARGS:-}
