@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from tenants.models import ApiKey, Tenant
+from tools_app.fields import VerbatimJSONField
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -59,8 +60,9 @@ class Tool(models.Model):
     name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
     title = models.CharField(max_length=200, blank=True)
     description = models.TextField()
-    input_schema = models.JSONField(default=default_input_schema)
-    output_schema = models.JSONField(null=True, blank=True)
+    # Kept verbatim, key order included (see tools_app/fields.py).
+    input_schema = VerbatimJSONField(default=default_input_schema)
+    output_schema = VerbatimJSONField(null=True, blank=True)
     read_only_hint = models.BooleanField(null=True, blank=True)
     destructive_hint = models.BooleanField(null=True, blank=True)
     idempotent_hint = models.BooleanField(null=True, blank=True)
