@@ -32,6 +32,8 @@ class AccessTokenAuthentication(BaseAuthentication):
             raw = parts[1].decode("ascii")
         except UnicodeDecodeError:
             raise AuthenticationFailed(INVALID_TOKEN) from None
+        if not raw.isprintable():  # never looked up: PostgreSQL refuses NULs even in a query
+            raise AuthenticationFailed(INVALID_TOKEN)
         token = access_token_for(raw)
         if token is None:
             raise AuthenticationFailed(INVALID_TOKEN)

@@ -92,7 +92,7 @@ class TenantField(serializers.SlugRelatedField):
         return tenants if scope.platform else tenants.filter(pk__in=scope.tenant_ids())
 
     def to_internal_value(self, data: Any) -> Tenant:
-        if not isinstance(data, str):
+        if not isinstance(data, str) or "\x00" in data:  # PostgreSQL cannot even compare NULs
             self.fail("invalid")
         return super().to_internal_value(data)  # type: ignore[no-any-return]
 
@@ -105,7 +105,7 @@ class UsernameField(serializers.SlugRelatedField):
         super().__init__(slug_field="username", queryset=get_user_model().objects.all(), **kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
-        if not isinstance(data, str):
+        if not isinstance(data, str) or "\x00" in data:
             self.fail("invalid")
         return super().to_internal_value(data)
 

@@ -88,6 +88,12 @@ class ScopedViewSet(viewsets.GenericViewSet):
     def scope(self) -> CallerScope:
         return caller_scope(self.request)
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # No object's id or slug holds a NUL, and PostgreSQL refuses to even look one up.
+        if any("\x00" in str(value) for value in kwargs.values()):
+            raise NotFound()
+
     def required_role(self) -> str | None:
         return self.action_roles.get(self.action or "")
 

@@ -148,3 +148,8 @@ def test_create_access_token_command_errors(db) -> None:
     get_user_model().objects.create_user("someone")
     with pytest.raises(CommandError, match="time zone"):
         call_command("create_access_token", "someone", "--name", "x", "--expires-at", "2030-01-01", stdout=StringIO())
+
+
+def test_tokens_with_control_characters_are_refused(members) -> None:
+    _, raw = access_token_create(user=members["viewer"], name="ci")
+    assert bearer(raw[:10] + "\x00" + raw[11:]).get("/api/v1/me/").status_code == 401

@@ -91,3 +91,15 @@ def test_validation_errors_name_the_field(acme, superuser, client_for, data, fie
     assert response.status_code == 400
     assert list(response.json()) == [field]
     assert message in response.json()[field][0]
+
+
+def test_nul_characters_are_refused_not_looked_up(acme, superuser, client_for) -> None:
+    # PostgreSQL refuses NUL even in a lookup: these must not reach the database.
+    client = client_for(superuser)
+    assert client.get("/api/v1/tenants/ac%00me/").status_code == 404
+    response = client.post("/api/v1/api-keys/", {"tenant": "ac\x00me", "name": "k"}, format="json")
+    assert response.status_code == 400 and list(response.json()) == ["tenant"]
+    response = client.post(
+        "/api/v1/memberships/", {"tenant": "acme", "user": "ro\x00ot", "role": "viewer"}, format="json"
+    )
+    assert response.status_code == 400 and list(response.json()) == ["user"]
