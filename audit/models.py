@@ -44,6 +44,7 @@ class Invocation(models.Model):
             models.Index(fields=["tenant", "-started_at", "-id"], name="invocation_tenant_recent"),
             models.Index(fields=["tenant", "tool_name", "-started_at"], name="invocation_tenant_tool"),
             models.Index(fields=["tenant", "outcome", "-started_at"], name="invocation_tenant_outcome"),
+            models.Index(fields=["tenant", "key_id", "-started_at"], name="invocation_tenant_key"),
             models.Index(fields=["started_at"], name="invocation_started"),
         ]
 

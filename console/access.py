@@ -9,6 +9,7 @@ exactly like one that does not exist.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.db.models import QuerySet
@@ -34,11 +35,12 @@ class ConsoleScope:
     def is_empty(self) -> bool:
         return not self.platform and not self.tenants
 
+    @cached_property
+    def _slugs(self) -> dict[int, str]:
+        return {tenant.pk: tenant.slug for tenant in self.tenants}
+
     def slug_of(self, tenant_id: int | None) -> str:
-        for tenant in self.tenants:
-            if tenant.pk == tenant_id:
-                return tenant.slug
-        return ""
+        return self._slugs.get(tenant_id, "") if tenant_id is not None else ""
 
     def invocations(self) -> QuerySet[Invocation]:
         rows = Invocation.objects.all()

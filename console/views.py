@@ -17,7 +17,7 @@ from django.contrib.auth.views import LoginView
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.template.response import TemplateResponse
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
@@ -56,7 +56,9 @@ def operator_view(view: View) -> View:
 class ConsoleLoginView(LoginView):
     template_name = "console/login.html"
     redirect_authenticated_user = True
-    next_page = reverse_lazy("console:dashboard")
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("console:dashboard")
 
 
 def _context(request: HttpRequest, scope: ConsoleScope, section: str, **extra: Any) -> dict[str, Any]:
@@ -75,7 +77,9 @@ def dashboard(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
         window = "hour"
     form = InvocationFilterForm({"tenant": request.GET.get("tenant", ""), "tool": request.GET.get("tool", "")}, scope)
     rows = form.apply(scope.invocations()) if form.is_valid() else scope.invocations().none()
-    data = stats.overview(rows, window)
+    scope_key = "all" if scope.platform else ",".join(map(str, scope.tenant_ids))
+    filters_key = form.querystring() if form.is_valid() else "invalid"
+    data = stats.overview_cached(rows, window, cache_key=f"{scope_key}|{filters_key}")
     context = _context(
         request,
         scope,

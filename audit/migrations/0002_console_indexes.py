@@ -1,4 +1,5 @@
-"""Trigram indexes for the console's search on PostgreSQL (SQLite scans instead).
+"""Indexes for the operator console: the key filter, and trigram indexes for its search
+on PostgreSQL (SQLite scans instead).
 
 ``icontains`` compiles to ``UPPER(col::text) LIKE UPPER('%term%')`` on PostgreSQL, which
 a GIN index over ``UPPER(col) gin_trgm_ops`` answers for terms of three characters or
@@ -7,7 +8,7 @@ call path's inserts while they build. pg_trgm is a trusted extension (PostgreSQL
 the database owner may create it.
 """
 
-from django.db import migrations
+from django.db import migrations, models
 
 INDEXES = {
     "invocation_tool_trgm": "UPPER(tool_name) gin_trgm_ops",
@@ -37,4 +38,10 @@ class Migration(migrations.Migration):
 
     dependencies = [("audit", "0001_audit_log")]
 
-    operations = [migrations.RunPython(create, drop, elidable=False)]
+    operations = [
+        migrations.AddIndex(
+            model_name="invocation",
+            index=models.Index(fields=["tenant", "key_id", "-started_at"], name="invocation_tenant_key"),
+        ),
+        migrations.RunPython(create, drop, elidable=False),
+    ]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -20,6 +21,12 @@ from audit.models import AuditEvent, Invocation
 from audit.recorder import invocation
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    """The console reuses chart numbers for a while (console.stats.CACHE_SECONDS)."""
+    cache.clear()
 
 
 @pytest.fixture
