@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=2)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000), hard))
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DATABASE_URL": BENCH_DATABASE_URL,
