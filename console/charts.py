@@ -87,7 +87,11 @@ def calls_per_minute_chart(data: Overview, width: int = 760, height: int = 220) 
                 f'fill="{OUTCOME_COLORS.get(outcome, "#999")}"><title>{escape(title)}</title></rect>'
             )
         if index % label_every == 0:
-            parts.append(f'<text x="{x:.1f}" y="{height - 6}" {FONT} fill="#555">{bucket.start:%H:%M}</text>')
+            anchor = "end" if x > width - right - 30 else "start"  # the last label stays inside
+            parts.append(
+                f'<text x="{x + (bar if anchor == "end" else 0):.1f}" y="{height - 6}" text-anchor="{anchor}" '
+                f'{FONT} fill="#555">{bucket.start:%H:%M}</text>'
+            )
     parts.append(f'<line x1="{left}" x2="{width - right}" y1="{top + plot_h}" y2="{top + plot_h}" stroke="#999"/>')
     return _svg(width, height, "Calls per minute by outcome", parts)
 
@@ -102,7 +106,7 @@ def legend(outcomes: Iterable[str]) -> SafeString:
 
 
 def latency_chart(rows: list[ToolLatency], width: int = 760) -> SafeString:
-    label_w, right, row_h, top = 170, 90, 26, 6
+    label_w, right, row_h, top = 170, 130, 26, 6
     height = top * 2 + row_h * max(len(rows), 1)
     plot_w = width - label_w - right
     peak = max((row.p95_ms for row in rows), default=0.0)

@@ -228,7 +228,8 @@ def _sync_body(spec: ExportSpec, encoder: Any, rows: QuerySet[Any]) -> Iterator[
             first = False
         if cursor is None:
             break
-    yield encoder.tail(first)
+    if tail := encoder.tail(first):
+        yield tail
 
 
 async def _async_body(spec: ExportSpec, encoder: Any, rows: QuerySet[Any]) -> AsyncIterator[bytes]:
@@ -242,7 +243,8 @@ async def _async_body(spec: ExportSpec, encoder: Any, rows: QuerySet[Any]) -> As
             first = False
         if cursor is None:
             break
-    yield encoder.tail(first)
+    if tail := encoder.tail(first):
+        yield tail
 
 
 def export_response(

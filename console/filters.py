@@ -34,7 +34,7 @@ class _TimeFilterForm(forms.Form):
     range = forms.ChoiceField(required=False, choices=RANGE_CHOICES)
     since = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     until = forms.DateTimeField(required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
-    q = forms.CharField(required=False, max_length=200, strip=True)
+    q = forms.CharField(required=False, max_length=200, strip=True, label="Search")
 
     time_field = "started_at"
 

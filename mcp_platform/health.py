@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client import REGISTRY
+from prometheus_client.exposition import choose_encoder
 
 from mcp_platform.metrics import OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
@@ -98,5 +99,6 @@ async def metrics(request: HttpRequest) -> HttpResponse:
             QUEUE_LENGTH.labels(queue).set(length)
     except Exception as exc:  # the scrape still answers; the gauge keeps its last value
         log.warning("metrics: could not read the Celery queue lengths: %s", exc)
-    body = await sync_to_async(generate_latest)(REGISTRY)  # tenant slugs come from the database
-    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
+    encoder, content_type = choose_encoder(request.headers.get("Accept", ""))  # text 0.0.4 or OpenMetrics
+    body = await sync_to_async(encoder)(REGISTRY)  # tenant slugs come from the database
+    return HttpResponse(body, content_type=content_type)

@@ -78,7 +78,12 @@ class LogContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         # Locals because LogRecord declares no such attributes (mypy would reject reading them).
-        request_id = getattr(record, "request_id", "") or request_id_var.get()
+        # django.request logs 4xx/5xx after the middleware returned, with the request attached.
+        request_id = (
+            getattr(record, "request_id", "")
+            or request_id_var.get()
+            or getattr(getattr(record, "request", None), "request_id", "")
+        )
         call_id = getattr(record, "call_id", "") or call_id_var.get()
         record.request_id = request_id
         record.session_id = getattr(record, "session_id", "") or session_id_var.get()

@@ -263,9 +263,12 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # uvicorn's own lines go through the same handler in JSON mode (one format per stream).
+    # In JSON mode uvicorn's server messages are JSON too. Its access log ("uvicorn.access") is
+    # left as uvicorn set it up, so --no-access-log keeps working; those lines stay plain text.
     "loggers": (
-        {"uvicorn": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}} if LOG_FORMAT == "json" else {}
+        {"uvicorn.error": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}}
+        if LOG_FORMAT == "json"
+        else {}
     ),
 }
 # Celery workers keep these handlers instead of installing their own (which are plain text).

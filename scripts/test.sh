@@ -60,13 +60,28 @@ makemigrations_check() {
     DATABASE_URL="sqlite://:memory:" "$PY" manage.py makemigrations --check --dry-run
 }
 
+# The console's browser test (tests/audit/test_live_console.py) drives Debian's Chromium.
+# Installed when missing and apt-get can run as root; otherwise that one test skips.
+ensure_chromium() {
+    command -v chromium >/dev/null && return 0
+    if command -v apt-get >/dev/null && as_root true 2>/dev/null; then
+        say "chromium is missing; installing it with apt-get (for the console's browser test)"
+        if as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; then
+            return 0
+        fi
+    fi
+    warn "Chromium is not installed and could not be installed here (apt-get as root is needed):" \
+        "the console's browser test will be skipped. Install it with: sudo apt-get install chromium"
+}
+
 T0="$(now)"
 setup "install requirements-dev.txt (if changed)" ensure_requirements dev
 setup "PostgreSQL for the tests" ensure_postgres "$TEST_DATABASE_URL"
 setup "Redis for the tests" ensure_redis "$TEST_REDIS_URL"
+stage "Chromium for the browser test (if missing)" ensure_chromium
 
 stage "ruff check ." "$VENV/bin/ruff" check .
-stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api
+stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console
 stage "makemigrations --check --dry-run" makemigrations_check
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
 stage "pytest" "$PY" -m pytest ${PYTEST_ARGS:-}

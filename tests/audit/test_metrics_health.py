@@ -1,0 +1,135 @@
+"""/metrics (Prometheus text), /readyz, and the call counters fed by the invocation recorder."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+import redis
+from django.conf import settings
+from django.test import Client, override_settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from audit.recorder import invocation, record_now, recorder
+from mcp_platform import health
+from mcp_platform.metrics import CALLS, LATENCY_BUCKETS
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters() -> Iterator[None]:
+    CALLS.clear()
+    yield
+    CALLS.clear()
+
+
+def _scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.get("/metrics", **headers)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def _row(tenant, tool: str, outcome: str, duration_ms: float | None):
+    return invocation(
+        tenant_id=tenant.pk,
+        key_id=None,
+        key_label="anonymous",
+        tool_name=tool,
+        outcome=outcome,
+        duration_ms=duration_ms,
+        started_at=__import__("django.utils.timezone").utils.timezone.now(),
+    )
+
+
+def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex):
+    record_now(_row(acme, "echo", "completed", 4.0))
+    record_now(_row(acme, "echo", "completed", 40.0))
+    record_now(_row(acme, "echo", "timed_out", 30_000.0))
+    record_now(_row(globex, "report", "denied", None))
+    samples = _scrape(client)
+    calls = {labels: value for (name, labels), value in samples.items() if name == "toolbay_tool_calls_total"}
+    assert calls == {
+        (("outcome", "completed"), ("tenant", "acme"), ("tool", "echo")): 2.0,
+        (("outcome", "timed_out"), ("tenant", "acme"), ("tool", "echo")): 1.0,
+        (("outcome", "denied"), ("tenant", "globex"), ("tool", "report")): 1.0,
+    }
+    echo = (("tenant", "acme"), ("tool", "echo"))
+    bucket = "toolbay_tool_call_duration_seconds_bucket"
+    assert samples[(bucket, (("le", "0.005"), *echo))] == 1.0
+    assert samples[(bucket, (("le", "0.05"), *echo))] == 2.0
+    assert samples[(bucket, (("le", "30.0"), *echo))] == 3.0  # 30 s exactly is "le 30"
+    assert samples[(bucket, (("le", "+Inf"), *echo))] == 3.0
+    assert samples[("toolbay_tool_call_duration_seconds_count", echo)] == 3.0
+    assert samples[("toolbay_tool_call_duration_seconds_sum", echo)] == pytest.approx(30.044)
+    assert len([k for k in samples if k[0] == bucket and dict(k[1])["tool"] == "echo"]) == len(LATENCY_BUCKETS) + 1
+    # A call without a duration (denied before running) is counted, not timed.
+    assert not any(k[0] == bucket and dict(k[1])["tool"] == "report" for k in samples)
+
+
+@override_settings(AUDIT_INVOCATIONS=False)
+def test_counted_even_when_rows_are_not_written(client, acme):
+    recorder.add(_row(acme, "echo", "completed", 1.0))  # returns before queueing: no event loop needed
+    record_now(_row(acme, "echo", "error", 1.0))
+    samples = _scrape(client)
+    assert samples[("toolbay_tool_calls_total", (("outcome", "error"), ("tenant", "acme"), ("tool", "echo")))] == 1
+    assert samples[("toolbay_tool_calls_total", (("outcome", "completed"), ("tenant", "acme"), ("tool", "echo")))] == 1
+
+
+def test_queue_depth_open_streams_and_fan_out_are_exposed(client, db, monkeypatch):
+    redis_client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    redis_client.delete(*health.CELERY_QUEUES, "toolbay.long\x06\x166")
+    redis_client.rpush("toolbay.short", "a", "b", "c")
+    redis_client.rpush("toolbay.long\x06\x166", "urgent")  # a priority-6 message of the long queue
+    monkeypatch.setattr("mcp_platform.consumers.streams_held", lambda: 7)
+    try:
+        samples = _scrape(client)
+    finally:
+        redis_client.delete(*health.CELERY_QUEUES, "toolbay.long\x06\x166")
+        redis_client.close()
+    assert samples[("toolbay_celery_queue_length", (("queue", "toolbay.short"),))] == 3
+    assert samples[("toolbay_celery_queue_length", (("queue", "toolbay.long"),))] == 1
+    assert samples[("toolbay_open_streams", ())] == 7
+    assert ("toolbay_list_changed_sent_total", ()) in samples
+    assert any(name.startswith("process_") or name.startswith("python_") for name, _ in samples)
+
+
+def test_metrics_token(client, db):
+    with override_settings(METRICS_TOKEN="s3cret"):
+        assert client.get("/metrics").status_code == 401
+        assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+        assert _scrape(client, HTTP_AUTHORIZATION="Bearer s3cret")
+
+
+def test_readyz_ok(client, db):
+    response = client.get("/readyz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}}
+    assert client.get("/healthz").status_code == 200
+
+
+def test_readyz_names_what_failed(client, db, monkeypatch):
+    with override_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # nothing listens on port 1
+        response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "unavailable", "checks": {"database": "ok", "redis": "failed"}}
+
+    def broken() -> None:
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(health, "_database_ready", broken)
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"] == {"database": "failed", "redis": "ok"}
+    assert "refused" not in response.content.decode()  # what failed, not why
+
+
+def test_a_scrape_survives_a_broker_outage(client, db):
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
+        response = client.get("/metrics")
+    assert response.status_code == 200
+    assert re.search(rb"^toolbay_open_streams ", response.content, re.M)
