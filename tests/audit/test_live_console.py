@@ -175,6 +175,14 @@ def test_operator_uses_the_console_in_a_browser(site: dict) -> None:
             assert set(page.locator("#invocations tbody tr td:nth-child(3)").all_inner_texts()) == {"search_docs v2"}
             assert set(page.locator("#invocations .badge").all_inner_texts()) == {"Tool error"}
 
+            # The filtered set as CSV: streamed by uvicorn through the ASGI path.
+            shown = rows.count()
+            with page.expect_download() as download:
+                page.locator(".exports a", has_text="Export CSV").first.click()
+            exported = Path(download.value.path()).read_text().splitlines()
+            assert exported[0].startswith("id,tenant,started_at") and len(exported) == 1 + shown
+            assert all(",search_docs,2,error," in line for line in exported[1:])
+
             # A detail.
             page.locator("#invocations tbody tr a").first.click()
             page.wait_for_url("**/console/invocations/*/")
