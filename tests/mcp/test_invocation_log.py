@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from audit.models import Invocation
+from tenants.models import Tenant
+from tenants.services import api_key_create
 from tests.mcp.wire import McpSession, headers, note, rpc
 
 pytestmark = pytest.mark.live
@@ -79,10 +81,16 @@ def test_sensitive_arguments_are_redacted(orm, alpha):
 
 
 def test_denied_calls_are_recorded_and_rate_limited(orm, http, alpha, server, live_world):
+    # A key of its own: the 30-a-minute allowance is per credential.
+    _, key = api_key_create(tenant=Tenant.objects.get(slug="live-alpha"), name=f"denied {time.time_ns()}")
+    session = McpSession.open(http, server.endpoint("live-alpha"), key)
     for _ in range(40):
-        _call(alpha, "no_such_tool_here", {})
-    time.sleep(1.0)
-    rows = Invocation.objects.filter(session_id=alpha.session_id, tool_name="no_such_tool_here")
+        _call(session, "no_such_tool_here", {})
+    deadline = time.monotonic() + 5
+    rows = Invocation.objects.filter(session_id=session.session_id, tool_name="no_such_tool_here")
+    while rows.count() < 30 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.6)  # one more flush interval: nothing beyond the allowance arrives
     assert rows.count() == 30 and {r.outcome for r in rows} == {"denied"}
 
     refused = http.post(server.endpoint("live-alpha"), json=rpc("ping"), headers=headers(live_world.keys["revoked"]))
