@@ -6,8 +6,10 @@ with one process each, and sum in PromQL. Calls that run on Celery workers are r
 the worker (``audit.recorder.record_now``) and so counted in the worker's memory, which no
 endpoint serves; the Invocation table and the console have them all.
 
-The call counters sit on the call path, so they are plain dict increments under one lock
-(well under a microsecond); tenant ids become slugs only when Prometheus scrapes.
+The call counters sit on the call path, so they are plain dict increments under one lock:
+1.6 µs per call on the 2-core development machine (timeit), where prometheus_client's
+labelled Counter plus Histogram took 8.2 µs. Tenant ids become slugs only when Prometheus
+scrapes.
 
 This module imports no Django at import time: ``mcp_platform.mcp`` (which stays free of
 Django) increments ``LIST_CHANGED_SENT`` from here.
@@ -77,11 +79,11 @@ CALLS = CallStats()
 
 
 def _tenant_slugs(ids: Iterable[int]) -> dict[int, str]:
-    from tenants.models import Tenant
-
     wanted = set(ids)
     if not wanted:
         return {}
+    from tenants.models import Tenant  # at scrape time: this module is imported before Django is set up
+
     return dict(Tenant.objects.filter(pk__in=wanted).values_list("pk", "slug"))
 
 
@@ -89,6 +91,11 @@ class CallCollector(Collector):
     def __init__(self, stats: CallStats, slugs: Callable[[Iterable[int]], dict[int, str]] = _tenant_slugs) -> None:
         self._stats = stats
         self._slugs = slugs
+
+    def describe(self) -> Iterator[Any]:
+        # Registration asks for the metric names; answering here keeps it from collecting.
+        yield CounterMetricFamily("toolbay_tool_calls", "", labels=["tenant", "tool", "outcome"])
+        yield HistogramMetricFamily("toolbay_tool_call_duration_seconds", "", labels=["tenant", "tool"])
 
     def collect(self) -> Iterator[Any]:
         calls, latency = self._stats.snapshot()

@@ -133,3 +133,13 @@ def test_a_scrape_survives_a_broker_outage(client, db):
         response = client.get("/metrics")
     assert response.status_code == 200
     assert re.search(rb"^toolbay_open_streams ", response.content, re.M)
+
+
+def test_the_mcp_engine_imports_its_counter_without_django_set_up():
+    """The list_changed counter adds no Django app or model import to mcp_platform.mcp."""
+    import subprocess
+    import sys
+
+    env = {key: value for key, value in __import__("os").environ.items() if key != "DJANGO_SETTINGS_MODULE"}
+    code = "import mcp_platform.mcp.standalone, sys; sys.exit('django.apps' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR).returncode == 0
