@@ -195,17 +195,21 @@ class Engine:
         await self.sessions.save(session)
         return {}
 
+    def _offset(self, message: Message, scope: str) -> int:
+        """Where a paginated list continues: 0 without a cursor; -32602 for one we did not issue."""
+        cursor = message.params.get("cursor")
+        if cursor is None:
+            return 0
+        try:
+            return self.cursors.decode(cursor, scope=scope)
+        except (ValueError, TypeError):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+
     async def _tools_list(
         self, session: Session, identity: Identity, message: Message, stream: Stream
     ) -> dict[str, Any]:
         scope = f"tools/list:{identity.subject}"
-        cursor = message.params.get("cursor")
-        offset = 0
-        if cursor is not None:
-            try:
-                offset = self.cursors.decode(cursor, scope=scope)
-            except (ValueError, TypeError):
-                raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+        offset = self._offset(message, scope)
         tools = await self.host.list_tools(identity)
         end = offset + self.config.page_size
         result: dict[str, Any] = {"tools": tools[offset:end]}
@@ -285,13 +289,7 @@ class Engine:
         self, session: Session, identity: Identity, message: Message, stream: Stream
     ) -> dict[str, Any]:
         scope = f"tasks/list:{identity.subject}"
-        cursor = message.params.get("cursor")
-        offset = 0
-        if cursor is not None:
-            try:
-                offset = self.cursors.decode(cursor, scope=scope)
-            except (ValueError, TypeError):
-                raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+        offset = self._offset(message, scope)
         tasks, more = await self.host.list_tasks(identity, offset, self.config.page_size)
         result: dict[str, Any] = {"tasks": tasks}
         if more:
