@@ -62,14 +62,19 @@ class SessionStore:
         pipe.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
         await pipe.execute()
 
-    async def touch(self, session: Session) -> None:
-        """Record activity for the live sessions view, at most every TOUCH_INTERVAL_SECONDS."""
+    def touch_due(self, session: Session) -> bool:
+        """Whether to record activity now (at most every TOUCH_INTERVAL_SECONDS per session);
+        checked in memory, so most requests schedule no write at all."""
         now = time.monotonic()
         if now - self._touched.get(session.id, 0.0) < TOUCH_INTERVAL_SECONDS:
-            return
+            return False
         if len(self._touched) > 100_000:
             self._touched.clear()
         self._touched[session.id] = now
+        return True
+
+    async def touch(self, session: Session) -> None:
+        """Record activity for the live sessions view (see ``touch_due``)."""
         await self._redis.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
 
     async def live(self, tenant_id: int) -> list[LiveSession]:

@@ -238,7 +238,8 @@ class StreamableHttp:
         # A session bound to another credential looks exactly like a missing one.
         if session is None or session.subject != identity.subject:
             raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
-        detach(self.engine.sessions.touch(session))
+        if self.engine.sessions.touch_due(session):
+            detach(self.engine.sessions.touch(session))
         version = headers.get(VERSION_HEADER)
         # Any supported value is fine, even one that differs from the negotiated version.
         if version is not None and version not in SUPPORTED:
