@@ -15,10 +15,6 @@ class Principal:
     scopes: frozenset[str]
 
     @property
-    def is_anonymous(self) -> bool:
-        return self.key_id is None
-
-    @property
     def label(self) -> str:
         return "anonymous" if self.key_id is None else f"{self.key_name} ({self.key_prefix})"
 

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
 
-from tenants.models import Tenant
 from tenants.principal import Principal
 from tools_app.access import visible_tools
 from tools_app.models import AccessRule, Tool
@@ -43,14 +42,3 @@ def visible_tools_for(principal: Principal) -> list[ToolSpec]:
     """The tools this credential may list and call, ordered by name."""
     snapshot = catalog_snapshot(principal.tenant_id)
     return visible_tools(snapshot.tools, snapshot.rules, principal)
-
-
-def tenant_ids_with_access_to(tool: Tool) -> list[int] | None:
-    """Tenants whose view may change when this tool changes; None means every tenant."""
-    if tool.tenant_id is not None:
-        return [tool.tenant_id]
-    return None
-
-
-def all_tenant_ids() -> list[int]:
-    return list(Tenant.objects.values_list("id", flat=True))

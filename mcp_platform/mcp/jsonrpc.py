@@ -66,10 +66,6 @@ class Message:
         return "method" in self.raw and "id" not in self.raw
 
     @property
-    def is_response(self) -> bool:
-        return "method" not in self.raw
-
-    @property
     def id(self) -> RequestId:
         return self.raw["id"]  # type: ignore[no-any-return]
 

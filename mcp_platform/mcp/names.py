@@ -32,11 +32,6 @@ def standalone_lock_key(session_id: str) -> str:
     return f"{PREFIX}:getstream:{session_id}"
 
 
-def stream_group(session_id: str, stream_id: str) -> str:
-    """Channel-layer group of whoever currently delivers that stream to the client."""
-    return f"mcp.stream.{session_id}.{stream_id}"
-
-
 def run_channel_key(run_id: str) -> str:
     """Where the channel of the worker currently executing a run is registered."""
     return f"{PREFIX}:run-channel:{run_id}"

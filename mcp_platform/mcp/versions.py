@@ -9,8 +9,6 @@ LATEST = "2025-11-25"
 SUPPORTED = ("2025-11-25", "2025-06-18", "2025-03-26")
 # Every handshake-era revision name; a header outside this set marks a modern (2026+) request.
 HANDSHAKE_ERA = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-# Without a header or session information the spec says to assume this one.
-ASSUMED_WITHOUT_HEADER = "2025-03-26"
 
 MODERN_META_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 
