@@ -8,17 +8,22 @@ from django.db import models
 from tenants.models import Tenant
 
 
+class Outcome(models.TextChoices):
+    """How a call ended: the one vocabulary of the call runtime, the invocation log and the console."""
+
+    COMPLETED = "completed", "Completed"
+    ERROR = "error", "Tool error"
+    INVALID_ARGUMENTS = "invalid_arguments", "Invalid arguments"
+    DENIED = "denied", "Denied"
+    TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled"
+    FAILED = "failed", "Failed"
+
+
 class Invocation(models.Model):
     """One tools/call (or MCP task), whatever its outcome; written in batches off the call path."""
 
-    class Outcome(models.TextChoices):
-        COMPLETED = "completed", "Completed"
-        ERROR = "error", "Tool error"
-        INVALID_ARGUMENTS = "invalid_arguments", "Invalid arguments"
-        DENIED = "denied", "Denied"
-        TIMED_OUT = "timed_out", "Timed out"
-        CANCELLED = "cancelled", "Cancelled"
-        FAILED = "failed", "Failed"
+    Outcome = Outcome
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invocations")
     key_id = models.BigIntegerField(null=True, blank=True, help_text="The API key's id (never the key).")

@@ -33,15 +33,31 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DATABASE_URL": BENCH_DATABASE_URL,
-           "REDIS_URL": BENCH_REDIS, "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi", "LOG_LEVEL": "WARNING"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": BENCH_DATABASE_URL,
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+        "LOG_LEVEL": "WARNING",
+    }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    key = subprocess.run([*manage, "create_api_key", "demo", "--name", "audit-bench"], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    key = (
+        subprocess.run(
+            [*manage, "create_api_key", "demo", "--name", "audit-bench"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     with_audit, with_url = start("uvicorn", "mcp_platform.asgi:application", {**env, "AUDIT_INVOCATIONS": "1"})
     without, without_url = start("uvicorn", "mcp_platform.asgi:application", {**env, "AUDIT_INVOCATIONS": "0"})
     try:
@@ -51,10 +67,13 @@ def main() -> None:
             time.sleep(1.5)  # let the last batch flush
             written = count_rows() - before
             off = asyncio.run(run_load(without_url + "/mcp/demo", key, n, args.seconds, ECHO, warmup=0.0))
-            print(f"N={n:<3} with audit {on.rate:7.0f}/s (p50 {on.percentile(0.5):5.2f} ms, p99 "
-                  f"{on.percentile(0.99):6.2f} ms) | without {off.rate:7.0f}/s (p50 {off.percentile(0.5):5.2f} ms, "
-                  f"p99 {off.percentile(0.99):6.2f} ms) | ratio x{on.rate / off.rate:.2f} | rows written "
-                  f"{written}/{on.calls}", flush=True)
+            print(
+                f"N={n:<3} with audit {on.rate:7.0f}/s (p50 {on.percentile(0.5):5.2f} ms, p99 "
+                f"{on.percentile(0.99):6.2f} ms) | without {off.rate:7.0f}/s (p50 {off.percentile(0.5):5.2f} ms, "
+                f"p99 {off.percentile(0.99):6.2f} ms) | ratio x{on.rate / off.rate:.2f} | rows written "
+                f"{written}/{on.calls}",
+                flush=True,
+            )
     finally:
         for process in (with_audit, without):
             process.terminate()

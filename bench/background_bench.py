@@ -28,7 +28,7 @@ BENCH_DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@1
 
 SETUP = """
 from tenants.models import Tenant
-from tools_app.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Tool
 demo = Tenant.objects.get(slug="demo")
 for name, mode in (("noop_inline", "inline"), ("noop_background", "background")):
     Tool.objects.update_or_create(tenant=None, name=name, defaults=dict(

@@ -49,9 +49,11 @@ class Listener:
     async def open(self) -> None:
         await self.conn.open()
         await self.conn.initialize()
-        request = (f"GET {self.conn.path} HTTP/1.1\r\nHost: localhost:{self.conn.port}\r\n"
-                   f"Accept: text/event-stream\r\nAuthorization: Bearer {self.conn.key}\r\n"
-                   f"Mcp-Session-Id: {self.conn.session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n")
+        request = (
+            f"GET {self.conn.path} HTTP/1.1\r\nHost: localhost:{self.conn.port}\r\n"
+            f"Accept: text/event-stream\r\nAuthorization: Bearer {self.conn.key}\r\n"
+            f"Mcp-Session-Id: {self.conn.session}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n"
+        )
         self.conn.writer.write(request.encode())
         buffer = b""
         while b"retry: 1000" not in buffer:  # the priming event: the stream is registered
@@ -77,7 +79,7 @@ def django_setup(env: dict[str, str]) -> None:
 
 
 def edit_tool() -> float:
-    from tools_app.models import Tool
+    from tools_app.catalog.models import Tool
 
     tool = Tool.objects.get(name="echo", tenant=None)
     tool.description = f"Returns the text you send, unchanged ({time.time_ns()})."
@@ -118,16 +120,32 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000), hard))
 
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "mcp_platform.settings", "DATABASE_URL": BENCH_DATABASE_URL,
-           "REDIS_URL": BENCH_REDIS, "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi", "LOG_LEVEL": "WARNING",
-           "MCP_SSE_KEEPALIVE_SECONDS": "60"}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": BENCH_DATABASE_URL,
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+        "LOG_LEVEL": "WARNING",
+        "MCP_SSE_KEEPALIVE_SECONDS": "60",
+    }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    key = subprocess.run([*manage, "create_api_key", "demo", "--name", "fanout"], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    key = (
+        subprocess.run(
+            [*manage, "create_api_key", "demo", "--name", "fanout"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     django_setup(env)
     servers = [start("uvicorn", "mcp_platform.asgi:application", env) for _ in range(args.servers)]
     rows = []
@@ -137,8 +155,11 @@ def main() -> None:
         for n in args.sessions:
             row = asyncio.run(measure(urls, key, n, pids))
             rows.append(row)
-            print(f"N={n:<5} delivered {row['delivered']}/{n}  p50 {row['p50_ms']} ms  p99 {row['p99_ms']} ms  "
-                  f"max {row['max_ms']} ms  memory/idle session {row['kib_per_idle_session']} KiB", flush=True)
+            print(
+                f"N={n:<5} delivered {row['delivered']}/{n}  p50 {row['p50_ms']} ms  p99 {row['p99_ms']} ms  "
+                f"max {row['max_ms']} ms  memory/idle session {row['kib_per_idle_session']} KiB",
+                flush=True,
+            )
             time.sleep(1)
     finally:
         for process, _ in servers:

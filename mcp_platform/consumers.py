@@ -19,24 +19,24 @@ from django.conf import settings
 
 from mcp_platform.logs import mcp_log_context
 from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.engine import Engine, EngineConfig
 from mcp_platform.mcp.events import EventStore
-from mcp_platform.mcp.server import Engine, EngineConfig
 from mcp_platform.mcp.sessions import SessionStore
-from mcp_platform.mcp.transport import StreamableHttp, TransportConfig
+from mcp_platform.mcp.transport.http import StreamableHttp, TransportConfig
 from mcp_platform.redis_clients import async_redis
+from tenants.auth import tenant_directory
+from tools_app.catalog.cache import catalog_cache
+from tools_app.runs.host import PlatformToolHost
 
 SERVER_NAME = "toolbay"
 SERVER_VERSION = "0.1.0"
 
 
 def build_transport() -> StreamableHttp:
-    from tools_app.catalog import catalog_cache
-    from tools_app.mcp_host import PlatformToolHost
-
     redis = async_redis()
     events = EventStore(redis, ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
     engine = Engine(
-        host=PlatformToolHost(catalog_cache),
+        host=PlatformToolHost(tenant_directory, catalog_cache),
         sessions=SessionStore(redis, idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),
         redis=redis,
         layer=get_channel_layer(),

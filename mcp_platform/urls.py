@@ -3,8 +3,8 @@ from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
+from console.live_sessions_page import live_sessions
 from mcp_platform.health import metrics, readyz
-from tools_app.views_operator import live_sessions
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

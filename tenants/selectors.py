@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
-from django.utils import timezone
 
-from tenants import keys
 from tenants.models import ApiKey, Membership, Tenant
-from tenants.principal import Principal
 
 
 def tenant_active_by_slug(slug: str) -> Tenant | None:
@@ -18,43 +15,6 @@ def tenant_active_by_slug(slug: str) -> Tenant | None:
 
 def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(tenant=tenant)
-
-
-def principal_for_key(tenant: Tenant, key: ApiKey) -> Principal:
-    return Principal(
-        tenant_id=tenant.pk,
-        tenant_slug=tenant.slug,
-        key_id=key.pk,
-        key_name=key.name,
-        key_prefix=key.prefix,
-        scopes=frozenset(key.scopes or []),
-    )
-
-
-def anonymous_principal(tenant: Tenant) -> Principal:
-    return Principal(
-        tenant_id=tenant.pk,
-        tenant_slug=tenant.slug,
-        key_id=None,
-        key_name="anonymous",
-        key_prefix="",
-        scopes=frozenset(),
-    )
-
-
-def authenticate_api_key(tenant: Tenant, raw_key: str) -> Principal | None:
-    """The principal for a raw key of this tenant, or None for anything unusable.
-
-    Unknown, other tenant's, revoked and expired keys all answer None so callers cannot
-    tell them apart.
-    """
-    prefix = keys.parse_prefix(raw_key)
-    if prefix is None:
-        return None
-    key = api_keys_of(tenant).filter(prefix=prefix).first()
-    if key is None or not keys.key_matches(raw_key, key.key_hash) or not key.is_usable(timezone.now()):
-        return None
-    return principal_for_key(tenant, key)
 
 
 def tenants_operated_by(user: AbstractBaseUser) -> QuerySet[Tenant]:

@@ -14,10 +14,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from tenants.auth import tenant_directory
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
-from tools_app.catalog import catalog_cache
-from tools_app.models import AccessRule, Tool
+from tools_app.catalog.cache import catalog_cache
+from tools_app.catalog.models import AccessRule, Tool
 
 
 @pytest.fixture(scope="session")
@@ -43,9 +44,12 @@ def _clean_test_redis() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _fresh_catalog_cache() -> Iterator[None]:
+def _fresh_caches() -> Iterator[None]:
+    """Each test starts like a fresh process: no tenant or catalog cached from another test."""
+    tenant_directory.clear()
     catalog_cache.clear()
     yield
+    tenant_directory.clear()
     catalog_cache.clear()
 
 

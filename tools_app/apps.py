@@ -7,12 +7,17 @@ class ToolsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Handlers register themselves on import; the admin lists the registered names.
         import importlib
 
         from django.conf import settings
 
-        from tools_app import packs, signals  # noqa: F401
+        # Handlers register themselves on import; the admin offers the registered names.
+        from tools_app import packs  # noqa: F401
+
+        # Backend kinds register with the catalog, which validates tools' backend settings.
+        from tools_app.backends import registry  # noqa: F401
+        from tools_app.backends import signals as backend_signals  # noqa: F401
+        from tools_app.catalog import signals as catalog_signals  # noqa: F401
 
         for module in settings.TOOLBAY_HANDLER_MODULES:
             importlib.import_module(module)

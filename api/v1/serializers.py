@@ -23,9 +23,9 @@ from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
 from tenants import services as tenant_services
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
-from tools_app import services as tool_services
-from tools_app.models import AccessRule, Tool
-from tools_app.spec import ToolSpec
+from tools_app.catalog import services as tool_services
+from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.spec import ToolSpec
 
 # --- fields -----------------------------------------------------------------------------
 

@@ -27,14 +27,14 @@ from api.selectors import access_tokens_of
 from api.services import access_token_revoke
 from api.v1 import serializers as s
 from audit.models import AuditEvent, Invocation
+from console.live_sessions import live_sessions_of, session_end
 from tenants import services as tenant_services
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.selectors import membership_roles_of
-from tools_app import services as tool_services
-from tools_app.live_sessions import live_sessions_of, session_end
-from tools_app.models import AccessRule, Tool
-from tools_app.spec import ToolSpec
-from tools_app.trial_calls import tool_test_call
+from tools_app.catalog import services as tool_services
+from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.trial_calls import tool_test_call
 
 # --- query parameters -------------------------------------------------------------------
 

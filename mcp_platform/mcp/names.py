@@ -1,8 +1,11 @@
-"""Every Redis key and channel-layer group name the MCP engine uses, built in one place."""
+"""Every Redis key, stream id and channel-layer group name the MCP engine uses, built in one place."""
 
 from __future__ import annotations
 
 PREFIX = "toolbay:mcp"
+
+# The stream id of a session's standalone GET stream (POST streams get random ids).
+STANDALONE_STREAM = "get"
 
 
 def session_key(session_id: str) -> str:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tenants.selectors import principal_for_key
-from tools_app.models import AccessRule
-from tools_app.selectors import visible_tools_for
+from tests.credentials import principal_of, visible
+from tools_app.catalog.models import AccessRule
 
 from .conftest import ROLES, ids
 from .test_api_keys import generation
@@ -15,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def visible_names(tenant, key) -> list[str]:
-    return [tool.name for tool in visible_tools_for(principal_for_key(tenant, key))]
+    return [tool.name for tool in visible(principal_of(tenant, key))]
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from mcp_platform.generations import GENERATION_KEY, tenant_field
 from tenants import keys
 from tenants.models import ApiKey
-from tenants.selectors import authenticate_api_key
-from tools_app.changes import GENERATION_KEY, generation_field
+from tests.credentials import authenticate
 
 from .conftest import ROLES, ids
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 
 def generation(slug: str) -> int:
-    value = redis.Redis.from_url(settings.REDIS_URL).hget(GENERATION_KEY, generation_field(slug))
+    value = redis.Redis.from_url(settings.REDIS_URL).hget(GENERATION_KEY, tenant_field(slug))
     return int(value or 0)
 
 
@@ -77,7 +77,7 @@ def test_create_answers_the_raw_key_once(as_role, acme, members) -> None:
     key = ApiKey.objects.get(pk=body["id"])
     assert raw.startswith(f"tbk_{key.prefix}_") and key.key_hash == keys.hash_key(raw)
     assert body["created_by"] == "acme-admin" and body["scopes"] == ["tools:read", "tools:call"]
-    principal = authenticate_api_key(acme, raw)
+    principal = authenticate(acme, raw)
     assert principal is not None and principal.scopes == {"tools:read", "tools:call"}
     assert "key" not in client.get(f"/api/v1/api-keys/{key.pk}/").json()
     assert raw not in str(client.get("/api/v1/api-keys/").content)
@@ -89,7 +89,7 @@ def test_revoke(as_role, acme, make_key) -> None:
     before = generation("acme")
     response = as_role("admin").post(f"/api/v1/api-keys/{key.pk}/revoke/")
     assert response.status_code == 200 and response.json()["status"] == "revoked"
-    assert authenticate_api_key(acme, raw) is None
+    assert authenticate(acme, raw) is None
     # The same catalog change every process (and its open MCP sessions) watches.
     assert generation("acme") == before + 1
     again = as_role("admin").post(f"/api/v1/api-keys/{key.pk}/revoke/")

@@ -42,7 +42,7 @@ from schemathesis.specs.openapi.checks import (
 from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
 from tenants.services import api_key_create, membership_set
-from tools_app.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Tool
 
 EXAMPLES = int(os.environ.get("TOOLBAY_FUZZ_EXAMPLES", "15"))
 COVERAGE = os.environ.get("TOOLBAY_FUZZ_COVERAGE", "") not in ("", "0")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tenants.models import Tenant
-from tools_app.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Tool
 
 from .conftest import ROLES
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tools_app.models import AccessRule, Tool
-from tools_app.validation import tool_field_errors
+from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.validation import tool_field_errors
 
 from .conftest import ROLES, ids
 from .test_api_keys import generation

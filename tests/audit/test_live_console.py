@@ -30,8 +30,8 @@ from tenants.models import Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
 from tests.mcp.conftest import LiveServer, start_server
 from tests.mcp.wire import McpSession, parse_sse
-from tools_app.models import Tool
-from tools_app.services import access_rule_grant_pattern
+from tools_app.catalog.models import Tool
+from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = pytest.mark.live
 

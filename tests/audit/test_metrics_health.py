@@ -141,5 +141,5 @@ def test_the_mcp_engine_imports_its_counter_without_django_set_up():
     import sys
 
     env = {key: value for key, value in __import__("os").environ.items() if key != "DJANGO_SETTINGS_MODULE"}
-    code = "import mcp_platform.mcp.standalone, sys; sys.exit('django.apps' in sys.modules)"
+    code = "import mcp_platform.mcp.transport.standalone, sys; sys.exit('django.apps' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR).returncode == 0

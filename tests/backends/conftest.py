@@ -19,10 +19,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tools_app import upstreams, vault
-from tools_app.backends import netguard
-from tools_app.models import Tool
-from tools_app.trial_calls import TrialOutcome, tool_test_call
+from tools_app.backends import vault
+from tools_app.backends.http import netguard
+from tools_app.backends.upstream import federation as upstreams
+from tools_app.catalog.models import Tool
+from tools_app.runs.trial_calls import TrialOutcome, tool_test_call
 
 # A 1x1 transparent PNG.
 PNG = base64.b64decode(

@@ -11,9 +11,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.backends.upstream_server import SdkUpstream
-from tools_app.models import Tool, UpstreamServer
-from tools_app.upstreams import published_tools
-from tools_app.vault import secret_set
+from tools_app.backends.upstream.federation import published_tools
+from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.backends.vault import secret_set
+from tools_app.catalog.models import Tool
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 

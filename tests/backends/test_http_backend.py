@@ -11,11 +11,11 @@ from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
 from tests.backends.conftest import PNG, call, text_of
-from tools_app.context import ToolContext
-from tools_app.execution import execute
-from tools_app.spec import ToolSpec
-from tools_app.trial_calls import RecordingLink
-from tools_app.vault import secret_set
+from tools_app.backends.vault import secret_set
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.context import ToolContext
+from tools_app.runs.execution import execute
+from tools_app.runs.trial_calls import RecordingLink
 
 OBJECT = {"type": "object"}
 

@@ -23,10 +23,10 @@ from mcp_types import ElicitResult, ToolListChangedNotification
 from tenants.services import api_key_create, tenant_create
 from tests.backends.upstream_server import SdkUpstream
 from tests.mcp.conftest import ROOT, LiveServer, _database_url, start_server
-from tools_app.models import UpstreamServer
-from tools_app.services import access_rule_grant_pattern
-from tools_app.upstreams import upstream_refresh
-from tools_app.vault import secret_set
+from tools_app.backends.upstream.federation import upstream_refresh
+from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.backends.vault import secret_set
+from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = [
     pytest.mark.live,

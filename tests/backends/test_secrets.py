@@ -19,9 +19,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from tests.backends.conftest import call, text_of
-from tools_app import vault
-from tools_app.models import BackendSecret
-from tools_app.vault import secret_set, unseal
+from tools_app.backends import vault
+from tools_app.backends.models import BackendSecret
+from tools_app.backends.vault import secret_set, unseal
 
 RAW = "sk-live-7f3a9c2e5b1d4e8f"
 

@@ -7,8 +7,8 @@ import ipaddress
 import pytest
 
 from tests.backends.conftest import call, text_of
-from tools_app.backends import netguard
-from tools_app.backends.netguard import block_reason, parse_policy
+from tools_app.backends.http import netguard
+from tools_app.backends.http.netguard import block_reason, parse_policy
 
 
 @pytest.mark.parametrize(

@@ -13,16 +13,17 @@ from django.core.exceptions import ValidationError
 
 from tests.backends.conftest import call, text_of
 from tests.backends.upstream_server import SdkUpstream
-from tools_app.backends.upstream_client import UpstreamSession
-from tools_app.models import Tool, UpstreamServer
-from tools_app.upstreams import (
+from tools_app.backends.upstream.client import UpstreamSession
+from tools_app.backends.upstream.federation import (
     UpstreamRefreshError,
     endpoint_of,
     published_tools,
     upstream_publish,
     upstream_refresh,
 )
-from tools_app.vault import secret_set
+from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.backends.vault import secret_set
+from tools_app.catalog.models import Tool
 
 TOKEN = "up-token-5b7e1c9a"
 # The test upstream logs with ctx.info, which the SDK marks deprecated for 2026-07-28.

@@ -26,8 +26,8 @@ from django.db import connection
 from django.utils import timezone
 
 from tenants.services import api_key_create, api_key_revoke, tenant_create
-from tools_app.models import Tool
-from tools_app.services import access_rule_grant_pattern
+from tools_app.catalog.models import Tool
+from tools_app.catalog.services import access_rule_grant_pattern
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCEPT_BOTH = "application/json, text/event-stream"

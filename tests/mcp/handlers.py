@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 
 from tools_app.backends.base import BackendError
-from tools_app.registry import tool_handler
+from tools_app.backends.python.registry import tool_handler
 
 
 @tool_handler("testing.stubborn")

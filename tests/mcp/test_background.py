@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
 from tests.mcp.wire import McpSession, note, parse_sse, rpc
-from tools_app.models import ToolRun
+from tools_app.runs.models import ToolRun
 
 pytestmark = pytest.mark.live
 

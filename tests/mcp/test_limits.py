@@ -12,7 +12,7 @@ import pytest
 from audit.models import Invocation
 from tenants.services import api_key_create, tenant_create
 from tests.mcp.wire import McpSession
-from tools_app.services import access_rule_grant_pattern
+from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = pytest.mark.live
 

@@ -22,7 +22,7 @@ from tenants.models import Membership
 from tenants.services import api_key_create, api_key_revoke, membership_set, tenant_create
 from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
 from tests.tools_app.test_admin_tools import tool_data
-from tools_app.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Tool
 
 pytestmark = pytest.mark.live
 LIST_CHANGED = "notifications/tools/list_changed"

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from tests.mcp.wire import McpSession, parse_sse
-from tools_app.models import ToolRun
-from tools_app.runs import purge_expired_runs
+from tools_app.runs.models import ToolRun
+from tools_app.runs.services import purge_expired_runs
 
 pytestmark = pytest.mark.live
 RELATED = "io.modelcontextprotocol/related-task"

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tenants.models import ApiKey, Membership, Tenant
-from tenants.selectors import authenticate_api_key
 from tenants.services import membership_set
+from tests.credentials import authenticate
 
 
 def url(name: str, *args: Any) -> str:
@@ -168,7 +168,7 @@ def test_adding_a_key_shows_the_raw_key_once(acme_admin_client: Client, acme) ->
     key = ApiKey.objects.get(tenant=acme, name="ci")
     assert (key.scopes, key.created_by.username) == (["tools:read", "x"], "acme-admin")
     assert raw not in {key.key_hash, key.prefix}
-    assert authenticate_api_key(acme, raw) is not None
+    assert authenticate(acme, raw) is not None
 
     # Never again: not on the change page, not in the list, not in the next response.
     for page in (url("apikey_change", key.pk), url("apikey_changelist"), reverse("admin:index")):
@@ -191,7 +191,7 @@ def test_superuser_adds_a_key_for_any_tenant(admin_client: Client, globex) -> No
     assert response.status_code == 200
     key = ApiKey.objects.get(name="ops")
     assert key.tenant == globex and key.expires_at is not None
-    assert authenticate_api_key(globex, response.context["raw_key"]) is not None
+    assert authenticate(globex, response.context["raw_key"]) is not None
 
 
 def test_tenant_admin_cannot_add_a_key_to_another_tenant(acme_admin_client: Client, globex) -> None:
@@ -252,7 +252,7 @@ def test_revoke_action(admin_client: Client, acme, make_key) -> None:
     )
     assert "Revoked 1 API key(s)." in [str(m) for m in response.context["messages"]]
     assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
-    assert authenticate_api_key(acme, raw) is None
+    assert authenticate(acme, raw) is None
 
 
 # --- memberships --------------------------------------------------------------------

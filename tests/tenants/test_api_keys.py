@@ -10,8 +10,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from tenants.models import ApiKey
-from tenants.selectors import authenticate_api_key
 from tenants.services import api_key_create, api_key_revoke
+from tests.credentials import authenticate
 
 
 def test_raw_key_is_not_stored(acme, make_key) -> None:
@@ -33,7 +33,7 @@ def test_keys_are_unique(acme, make_key) -> None:
 
 def test_right_key_authenticates(acme, make_key) -> None:
     key, raw = make_key(acme, scopes=["tools:read", "tools:call"])
-    principal = authenticate_api_key(acme, raw)
+    principal = authenticate(acme, raw)
     assert principal is not None
     assert (principal.tenant_id, principal.key_id, principal.key_prefix) == (acme.pk, key.pk, key.prefix)
     assert principal.scopes == frozenset({"tools:read", "tools:call"})
@@ -42,26 +42,26 @@ def test_right_key_authenticates(acme, make_key) -> None:
 def test_wrong_secret_is_rejected(acme, make_key) -> None:
     key, raw = make_key(acme)
     tampered = raw[:-1] + ("A" if raw[-1] != "A" else "B")
-    assert authenticate_api_key(acme, tampered) is None
-    assert authenticate_api_key(acme, f"tbk_{key.prefix}_guess") is None
+    assert authenticate(acme, tampered) is None
+    assert authenticate(acme, f"tbk_{key.prefix}_guess") is None
 
 
 @pytest.mark.parametrize("raw", ["", "tbk", "tbk__x", "Bearer xyz", "tbk_short_secret", "xyz_123456789012_secret"])
 def test_malformed_keys_are_rejected(acme, raw: str) -> None:
-    assert authenticate_api_key(acme, raw) is None
+    assert authenticate(acme, raw) is None
 
 
 def test_other_tenants_key_is_rejected(acme, globex, make_key) -> None:
     _, raw = make_key(globex)
-    assert authenticate_api_key(acme, raw) is None
-    assert authenticate_api_key(globex, raw) is not None
+    assert authenticate(acme, raw) is None
+    assert authenticate(globex, raw) is not None
 
 
 def test_revoked_key_is_rejected(acme, make_key) -> None:
     key, raw = make_key(acme)
     api_key_revoke(key=key)
     assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
-    assert authenticate_api_key(acme, raw) is None
+    assert authenticate(acme, raw) is None
 
 
 def test_revoking_twice_keeps_the_first_time(acme, make_key) -> None:
@@ -72,9 +72,9 @@ def test_revoking_twice_keeps_the_first_time(acme, make_key) -> None:
 
 def test_expired_key_is_rejected(acme, make_key) -> None:
     key, raw = make_key(acme, expires_at=timezone.now() + timedelta(hours=1))
-    assert authenticate_api_key(acme, raw) is not None
+    assert authenticate(acme, raw) is not None
     ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert authenticate_api_key(acme, raw) is None
+    assert authenticate(acme, raw) is None
 
 
 def test_expiry_must_be_in_the_future(acme) -> None:

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from tenants.models import ApiKey, Tenant
-from tenants.selectors import authenticate_api_key
+from tests.credentials import authenticate
 
 
 def run(*args: str) -> list[str]:
@@ -45,7 +45,7 @@ def test_create_api_key_prints_the_raw_key_alone_on_the_last_line(acme) -> None:
     lines = run("create_api_key", "acme", "--name", "ci", "--scopes", "tools:read", "tools:call")
     raw = lines[-1]
     assert raw.startswith("tbk_") and raw.strip() == raw and " " not in raw
-    principal = authenticate_api_key(acme, raw)
+    principal = authenticate(acme, raw)
     assert principal is not None
     assert principal.scopes == frozenset({"tools:read", "tools:call"})
     key = ApiKey.objects.get(tenant=acme, name="ci")
@@ -54,7 +54,7 @@ def test_create_api_key_prints_the_raw_key_alone_on_the_last_line(acme) -> None:
 
 def test_create_api_key_with_expiry(acme) -> None:
     raw = run("create_api_key", "acme", "--name", "temp", "--expires-at", "2099-01-01T00:00:00Z")[-1]
-    assert authenticate_api_key(acme, raw) is not None
+    assert authenticate(acme, raw) is not None
     assert ApiKey.objects.get(name="temp").expires_at.year == 2099
 
 

@@ -9,17 +9,16 @@ from django.core.exceptions import ValidationError
 
 from tenants.models import ApiKey, Tenant
 from tenants.principal import Principal
-from tenants.selectors import anonymous_principal, principal_for_key
-from tools_app.models import AccessRule
-from tools_app.selectors import visible_tools_for
+from tests.credentials import principal_of, visible
+from tools_app.catalog.models import AccessRule
 
 
 def principal(tenant: Tenant, key: ApiKey | None = None) -> Principal:
-    return anonymous_principal(tenant) if key is None else principal_for_key(tenant, key)
+    return principal_of(tenant, key)
 
 
 def names(p: Principal) -> list[str]:
-    return [tool.name for tool in visible_tools_for(p)]
+    return [tool.name for tool in visible(p)]
 
 
 def test_allow_rule_makes_a_tool_visible(acme, make_key, make_tool, grant) -> None:
@@ -157,10 +156,10 @@ def test_private_tool_shadows_platform_tool_of_the_same_name(acme, globex, make_
     platform = make_tool("search")
     private = make_tool("search", tenant=acme, description="Acme's own search.")
     grant(None, "search")
-    visible = visible_tools_for(principal(acme, make_key(acme)[0]))
-    assert [(t.id, t.description) for t in visible] == [(private.pk, "Acme's own search.")]
+    seen = visible(principal(acme, make_key(acme)[0]))
+    assert [(t.id, t.description) for t in seen] == [(private.pk, "Acme's own search.")]
     # Globex still gets the platform tool.
-    assert [t.id for t in visible_tools_for(principal(globex, make_key(globex)[0]))] == [platform.pk]
+    assert [t.id for t in visible(principal(globex, make_key(globex)[0]))] == [platform.pk]
 
 
 def test_disabled_tool_is_invisible(acme, make_key, make_tool, grant) -> None:

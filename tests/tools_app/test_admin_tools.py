@@ -11,9 +11,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from tools_app.models import AccessRule, Tool
-from tools_app.registry import handler_names
-from tools_app.spec import ToolSpec
+from tools_app.backends.python.registry import handler_names
+from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.spec import ToolSpec
 
 
 def url(name: str, *args: Any) -> str:

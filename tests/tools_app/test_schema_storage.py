@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tools_app.models import Tool
-from tools_app.spec import ToolSpec
+from tools_app.catalog.models import Tool
+from tools_app.catalog.spec import ToolSpec
 
 SCHEMA_TEXT = """{"type": "object", "properties": {"zeta": {"type": "string"}, "alpha": {"type": "integer"},
  "middle": {"type": "boolean"}}, "required": ["zeta"], "$defs": {"b": {"type": "string"}, "a": {"type": "string"}},

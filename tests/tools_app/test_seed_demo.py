@@ -10,10 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from tenants.models import Membership, Tenant
-from tenants.selectors import anonymous_principal
-from tools_app.models import AccessRule, Tool
+from tests.credentials import principal_of, visible
+from tools_app.catalog.models import AccessRule, Tool
 from tools_app.packs import PACKS
-from tools_app.selectors import visible_tools_for
 
 
 def seed() -> str:
@@ -53,8 +52,8 @@ def test_seed_demo_creates_the_tenants(db: Any, no_admin_password: None) -> None
 def test_seeded_packs_are_granted_to_their_tenants(db: Any, no_admin_password: None) -> None:
     seed()
     conformance = Tenant.objects.get(slug="conformance")
-    visible = {t.name for t in visible_tools_for(anonymous_principal(conformance))}
-    assert visible == {d.name for d in PACKS["conformance"]}
+    names = {t.name for t in visible(principal_of(conformance))}
+    assert names == {d.name for d in PACKS["conformance"]}
 
 
 def test_seed_demo_keeps_existing_objects(db: Any, no_admin_password: None) -> None:

@@ -1,5 +1,5 @@
 from tenants.principal import Principal
-from tools_app.selectors import visible_tools_for
+from tests.credentials import visible
 
 
 def test_granted_tool_is_visible(acme, make_key, make_tool, grant):
@@ -7,4 +7,4 @@ def test_granted_tool_is_visible(acme, make_key, make_tool, grant):
     tool = make_tool("echo")
     grant(acme, tool)
     principal = Principal(acme.pk, acme.slug, key.pk, key.name, key.prefix, frozenset())
-    assert [t.name for t in visible_tools_for(principal)] == ["echo"]
+    assert [t.name for t in visible(principal)] == ["echo"]

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from tools_app.models import Tool
-from tools_app.validation import tool_field_errors
+from tools_app.catalog.models import Tool
+from tools_app.catalog.validation import tool_field_errors
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"

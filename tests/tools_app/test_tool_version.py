@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools_app.models import Tool
+from tools_app.catalog.models import Tool
 
 
 def test_version_starts_at_one_and_increases_on_every_save(make_tool) -> None:

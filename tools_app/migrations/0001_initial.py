@@ -2,7 +2,7 @@
 
 import django.core.validators
 import django.db.models.deletion
-import tools_app.models
+import tools_app.catalog.models
 from django.conf import settings
 from django.db import migrations, models
 
@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(max_length=128, validators=[django.core.validators.RegexValidator('^[A-Za-z0-9_.-]{1,128}$', 'Tool names are 1-128 characters of A-Z a-z 0-9 _ . -')])),
                 ('title', models.CharField(blank=True, max_length=200)),
                 ('description', models.TextField()),
-                ('input_schema', models.JSONField(default=tools_app.models.default_input_schema)),
+                ('input_schema', models.JSONField(default=tools_app.catalog.models.default_input_schema)),
                 ('output_schema', models.JSONField(blank=True, null=True)),
                 ('read_only_hint', models.BooleanField(blank=True, null=True)),
                 ('destructive_hint', models.BooleanField(blank=True, null=True)),

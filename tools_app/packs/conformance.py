@@ -10,9 +10,10 @@ import asyncio
 import json
 from typing import Any
 
-from tools_app.context import ToolContext
-from tools_app.registry import ToolDefinition, tool_handler
-from tools_app.results import ToolError
+from tools_app.backends.python.registry import tool_handler
+from tools_app.backends.results import ToolError
+from tools_app.catalog.definitions import ToolDefinition
+from tools_app.runs.context import ToolContext
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_SILENCE = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="

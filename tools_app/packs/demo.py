@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tools_app.context import ToolContext
-from tools_app.registry import ToolDefinition, tool_handler
-from tools_app.results import ToolError
+from tools_app.backends.python.registry import tool_handler
+from tools_app.backends.results import ToolError
+from tools_app.catalog.definitions import ToolDefinition
+from tools_app.runs.context import ToolContext
 
 COUNTDOWN_STEP_SECONDS = 0.2
 SLOW_COUNT_STEP_SECONDS = 0.1

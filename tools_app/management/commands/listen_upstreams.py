@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from tools_app.upstream_listener import listen_upstreams
+from tools_app.backends.upstream.listener import listen_upstreams
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from tools_app.vault import secrets_rotate
+from tools_app.backends.vault import secrets_rotate
 
 
 class Command(BaseCommand):

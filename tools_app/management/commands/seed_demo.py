@@ -8,8 +8,8 @@ from django.db import transaction
 from audit.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
+from tools_app.catalog.services import access_rule_grant_pattern, tool_install
 from tools_app.packs import PACKS
-from tools_app.services import access_rule_grant_pattern, tool_install
 
 ADMIN_USERNAME = "admin"
 PASSWORD_ENV = "TOOLBAY_ADMIN_PASSWORD"

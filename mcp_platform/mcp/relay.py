@@ -1,0 +1,104 @@
+"""How a call that runs in another process (a Celery worker) reaches its client.
+
+The worker holds no HTTP response. Everything it has for the client goes into the call's
+event log in Redis, which the process holding the POST relays and any process replays for
+a client that resumes (``Last-Event-ID``). A legacy MCP task's messages go on the session's
+standalone stream instead, tagged with the related-task ``_meta``, and the process holding
+that stream is woken. This module is the only way code outside the engine writes to a
+client's streams: it never builds the engine's keys, frames or group names itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+from redis.asyncio import Redis
+
+from mcp_platform.mcp import jsonrpc, messages, names
+from mcp_platform.mcp.events import EventStore
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+# How long the "task done" signal waits for a tasks/result that has not started yet.
+TASK_DONE_TTL_SECONDS = 3600
+
+
+class GroupLayer(Protocol):
+    async def send(self, channel: str, message: dict[str, Any]) -> None: ...
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class CallAddress:
+    """Where a call's messages go: its session, its POST stream and the request's id; for a
+    legacy MCP task, ``task_id`` (its messages then go on the standalone stream)."""
+
+    tenant_id: int
+    session_id: str
+    stream_id: str
+    request_id: jsonrpc.RequestId
+    task_id: str | None = None
+
+
+class Relay:
+    def __init__(self, redis: Redis, layer: GroupLayer, events: EventStore) -> None:
+        self._redis = redis
+        self._layer = layer
+        self._events = events
+
+    async def send(self, address: CallAddress, message: dict[str, Any]) -> None:
+        """A notification or server→client request related to the call."""
+        if address.task_id is not None:
+            params = message.setdefault("params", {})
+            params.setdefault("_meta", {})[RELATED_TASK] = {"taskId": address.task_id}
+            await self._standalone(address, message)
+        else:
+            await self._events.append(address.session_id, address.stream_id, jsonrpc.dumps(message))
+
+    async def respond(
+        self, address: CallAddress, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> None:
+        """The call's final event: its result, its error, or (neither) no response at all,
+        as for a cancelled request; the POST that relays the log ends with it."""
+        if error is not None:
+            data = jsonrpc.dumps({"jsonrpc": "2.0", "id": address.request_id, "error": error})
+        elif result is not None:
+            data = jsonrpc.dumps(jsonrpc.result(address.request_id, result))
+        else:
+            data = b""
+        await self._events.append(address.session_id, address.stream_id, data, final=True)
+
+    async def task_status(self, address: CallAddress, task: dict[str, Any]) -> None:
+        """``notifications/tasks/status`` on the session's standalone stream."""
+        await self._standalone(address, jsonrpc.notification("notifications/tasks/status", task))
+
+    async def task_done(self, task_id: str, status: str) -> None:
+        """Wake whoever waits in ``tasks/result`` for this task, on any process."""
+        key = names.run_done_key(task_id)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xadd(key, {"status": status})
+        pipe.expire(key, TASK_DONE_TTL_SECONDS)
+        await pipe.execute()
+
+    async def wait_task_done(self, task_id: str, timeout_seconds: float) -> None:
+        """Return once ``task_done`` was signalled, or after the timeout (then check again)."""
+        await self._redis.xread({names.run_done_key(task_id): "0-0"}, count=1, block=int(timeout_seconds * 1000))
+
+    async def register_runner(self, run_id: str, channel: str) -> None:
+        """The channel of the process running a run now; cancellations go there."""
+        await self._redis.set(names.run_channel_key(run_id), channel, ex=24 * 3600)
+
+    async def unregister_runner(self, run_id: str) -> None:
+        await self._redis.delete(names.run_channel_key(run_id))
+
+    async def cancel_runner(self, run_id: str) -> None:
+        """Tell the process running ``run_id`` (if one registered) to stop it."""
+        channel = cast(bytes | None, await self._redis.get(names.run_channel_key(run_id)))
+        if channel is not None:
+            await self._layer.send(channel.decode(), messages.mcp_cancel())
+
+    async def _standalone(self, address: CallAddress, message: dict[str, Any]) -> None:
+        await self._events.append(address.session_id, names.STANDALONE_STREAM, jsonrpc.dumps(message))
+        wake = messages.session_events(address.tenant_id, address.session_id)
+        await self._layer.group_send(names.tenant_group(address.tenant_id), wake)

@@ -1,0 +1,382 @@
+"""Streamable HTTP (MCP 2025-11-25 and the earlier handshake revisions) over raw ASGI.
+
+One instance serves every request of a process. Checks run in the order the TypeScript
+SDK uses (which the conformance suite expects): Host/Origin, credential, HTTP method,
+Accept, Content-Type, size, JSON, JSON-RPC shape, era, session, protocol-version header,
+then dispatch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from mcp_platform.mcp import jsonrpc, names
+from mcp_platform.mcp.calls import Relayed
+from mcp_platform.mcp.detached import detach
+from mcp_platform.mcp.engine import Engine
+from mcp_platform.mcp.events import EventStore, parse_event_id
+from mcp_platform.mcp.host import AuthError, Identity
+from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.sessions import Session
+from mcp_platform.mcp.transport import checks, sse
+from mcp_platform.mcp.transport.hub import StreamHub
+from mcp_platform.mcp.transport.post_stream import PostStream
+from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
+from mcp_platform.mcp.transport.standalone import StandaloneStream, StreamServices, catalog_round
+from mcp_platform.mcp.versions import MODERN_META_VERSION_KEY, SUPPORTED, allows_batches, is_modern
+
+log = logging.getLogger(__name__)
+
+
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+
+
+@dataclass(frozen=True)
+class TransportConfig:
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    trust_forwarded_host: bool
+    max_body_bytes: int
+    keepalive_seconds: float
+
+
+class HttpProblem(Exception):
+    """Answer the HTTP request with this status and a JSON-RPC error body."""
+
+    def __init__(
+        self,
+        status: int,
+        code: int,
+        message: str,
+        *,
+        headers: list[tuple[bytes, bytes]] | None = None,
+        data: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = JsonRpcError(code, message, data=data)
+        self.headers = headers or []
+
+
+class StreamableHttp:
+    def __init__(self, engine: Engine, events: EventStore, redis: Redis, config: TransportConfig) -> None:
+        self.engine = engine
+        self.events = events
+        self.redis = redis
+        self.config = config
+        self._services = StreamServices(
+            host=engine.host,
+            sessions=engine.sessions,
+            events=events,
+            redis=redis,
+            keepalive_seconds=config.keepalive_seconds,
+        )
+        self._hub: StreamHub | None = None
+
+    def hub(self) -> StreamHub:
+        if self._hub is None:
+            self._hub = StreamHub(self.engine.layer, functools.partial(catalog_round, self._services))  # type: ignore[arg-type]
+        return self._hub
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
+        responder = Responder(send)
+        headers = checks.header_map(scope.get("headers", []))
+        lookup: asyncio.Future[Session | None] | None = None
+        try:
+            self._check_host_and_origin(headers)
+            session_id = headers.get(SESSION_HEADER)
+            if session_id:
+                # Fetch the session while the credential is checked: two Redis round trips
+                # overlap instead of adding up. It is used only once the credential passed.
+                lookup = asyncio.ensure_future(self.engine.sessions.get(session_id))
+            identity = await self._authenticate(endpoint, headers)
+            method = scope.get("method", "GET")
+            if method == "POST":
+                await self._post(identity, headers, receive, responder, lookup)
+            elif method == "GET":
+                await self._get(identity, headers, receive, responder, lookup)
+            elif method == "DELETE":
+                await self._delete(identity, headers, responder, lookup)
+            else:
+                raise HttpProblem(405, SERVER_ERROR, "Method not allowed", headers=[(b"allow", b"GET, POST, DELETE")])
+        except HttpProblem as problem:
+            if not responder.started:
+                await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
+        finally:
+            if lookup is not None and not lookup.done():
+                lookup.cancel()
+
+    # --- checks shared by every method -----------------------------------------------
+
+    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
+        host = headers.get("host")
+        if self.config.trust_forwarded_host and "x-forwarded-host" in headers:
+            host = headers["x-forwarded-host"].split(",")[0]
+        if not checks.host_allowed(host, self.config.allowed_hosts):
+            raise HttpProblem(403, SERVER_ERROR, f"Forbidden: host {host!r} is not allowed")
+        origin = headers.get("origin")
+        if not checks.origin_allowed(origin, self.config.allowed_origins, self.config.allowed_hosts):
+            raise HttpProblem(403, SERVER_ERROR, f"Forbidden: origin {origin!r} is not allowed")
+
+    async def _authenticate(self, endpoint: str, headers: dict[str, str]) -> Identity:
+        try:
+            return await self.engine.host.authenticate(endpoint, headers.get("authorization"))
+        except AuthError as exc:
+            if exc.status == 401:
+                raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None
+            raise HttpProblem(exc.status, SERVER_ERROR, exc.message) from None
+
+    async def _session(
+        self, identity: Identity, headers: dict[str, str], lookup: asyncio.Future[Session | None] | None
+    ) -> Session:
+        if lookup is None:
+            raise HttpProblem(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required")
+        session = await lookup
+        # A session bound to another credential looks exactly like a missing one.
+        if session is None or session.subject != identity.subject:
+            raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
+        if self.engine.sessions.touch_due(session):
+            detach(self.engine.sessions.touch(session))
+        version = headers.get(VERSION_HEADER)
+        # Any supported value is fine, even one that differs from the negotiated version.
+        if version is not None and version not in SUPPORTED:
+            raise HttpProblem(
+                400,
+                SERVER_ERROR,
+                f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: {', '.join(SUPPORTED)}",
+            )
+        return session
+
+    # --- POST ---------------------------------------------------------------------------
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpProblem(400, SERVER_ERROR, "Client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.config.max_body_bytes:
+                raise HttpProblem(413, SERVER_ERROR, f"Payload too large (limit {self.config.max_body_bytes} bytes)")
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return b"".join(chunks)
+
+    async def _post(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
+        accept = headers.get("accept")
+        if not (checks.accepts(accept, checks.JSON) and checks.accepts(accept, checks.SSE)):
+            raise HttpProblem(
+                406, SERVER_ERROR, "Not Acceptable: Accept must list application/json and text/event-stream"
+            )
+        if not checks.is_json_content_type(headers.get("content-type")):
+            raise HttpProblem(415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json")
+        body = await self._read_body(receive)
+        try:
+            payload = jsonrpc.parse(body)
+        except JsonRpcError as exc:
+            raise HttpProblem(400, exc.code, exc.message) from None
+        header_version = headers.get(VERSION_HEADER)
+        if is_modern(header_version, payload):
+            self._reject_modern(header_version, payload)
+        if isinstance(payload, list):
+            await self._post_batch(identity, headers, payload, receive, responder, lookup)
+            return
+        try:
+            message = jsonrpc.validate(payload)
+        except JsonRpcError as exc:
+            raise HttpProblem(400, exc.code, exc.message) from None
+        if message.is_request and message.method == "initialize":
+            await self._initialize(identity, headers, message, responder)
+            return
+        session = await self._session(identity, headers, lookup)
+        if not message.is_request:
+            await self._absorb(session, message)
+            await responder.whole(202, b"", [])
+            return
+        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
+        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
+        try:
+            # A client that goes away does not cancel the call: its result is stored for resumption.
+            await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+        finally:
+            watcher.cancel()
+
+    def _reject_modern(self, header_version: str | None, payload: Any) -> None:
+        """2026-07-28 stateless requests are not served yet: answer as for an unsupported version,
+        naming the revisions we do speak, so SDK clients in auto mode fall back to initialize."""
+        requested = header_version
+        if requested is None and isinstance(payload, dict):
+            requested = (payload.get("params") or {}).get("_meta", {}).get(MODERN_META_VERSION_KEY)
+        raise HttpProblem(
+            400,
+            jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
+            f"Unsupported protocol version {requested!r}; this server speaks {', '.join(SUPPORTED)} "
+            "(initialize handshake)",
+            data={"supported": list(SUPPORTED), "requested": requested},
+        )
+
+    async def _initialize(
+        self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder
+    ) -> None:
+        if headers.get(SESSION_HEADER):
+            raise HttpProblem(
+                400,
+                INVALID_REQUEST,
+                "Bad Request: initialize must not carry an Mcp-Session-Id (the session is already initialized)",
+            )
+        session, response = await self.engine.initialize(identity, message)
+        await responder.json(200, response, [(SESSION_HEADER.encode(), session.id.encode())])
+
+    async def _absorb(self, session: Session, message: Message) -> None:
+        if message.is_notification:
+            await self.engine.handle_notification(session, message)
+        else:
+            await self.engine.handle_response(session, message)
+
+    async def _post_batch(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        payload: list[Any],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
+        if not payload:
+            raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
+        session = await self._session(identity, headers, lookup)
+        if not allows_batches(session.protocol_version):
+            raise HttpProblem(
+                400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol {session.protocol_version}"
+            )
+        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
+        responses: list[dict[str, Any]] = []
+        requests: list[Message] = []
+        for item in payload:
+            try:
+                message = jsonrpc.validate(item)
+            except JsonRpcError as exc:
+                responses.append(jsonrpc.error(None, exc))
+                continue
+            if message.is_request and message.method == "initialize":
+                responses.append(
+                    jsonrpc.error(message.id, JsonRpcError(INVALID_REQUEST, "initialize cannot be batched"))
+                )
+            elif message.is_request:
+                requests.append(message)
+            else:
+                await self._absorb(session, message)
+        if not requests and not responses:
+            await responder.whole(202, b"", [])
+            return
+        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
+        try:
+            answers = await asyncio.gather(
+                *(self.engine.handle_request(session, identity, m, stream) for m in requests)
+            )
+            for answer in answers:
+                if isinstance(answer, Relayed):
+                    # Background calls in a batch: their stored final event is the response.
+                    if answer.final_event.data:
+                        responses.append(jsonrpc.parse(answer.final_event.data))
+                elif answer is not None:
+                    responses.append(answer)
+            await stream.finish(responses or None)
+        finally:
+            watcher.cancel()
+
+    # --- GET ----------------------------------------------------------------------------
+
+    async def _get(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        receive: Receive,
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
+        if not checks.accepts(headers.get("accept"), checks.SSE):
+            raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
+        session = await self._session(identity, headers, lookup)
+        last_event_id = headers.get("last-event-id")
+        resume_after = None
+        if last_event_id:
+            parsed = parse_event_id(last_event_id)
+            if parsed is None or not await self.events.exists(session.id, parsed[0]):
+                raise HttpProblem(400, SERVER_ERROR, "Bad Request: unknown or expired Last-Event-ID")
+            if parsed[0] != names.STANDALONE_STREAM:
+                # A request's stream, resumed: allowed while the standalone stream is open.
+                await self._follow(session, parsed[0], parsed[1], receive, responder)
+                return
+            resume_after = parsed[1]
+        lock = names.standalone_lock_key(session.id)
+        holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        if not await self.redis.set(lock, holder, nx=True, ex=60):
+            raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
+        stream = StandaloneStream(self._services, self.hub(), session, identity, responder, lock, resume_after)
+        try:
+            await stream.run(receive)
+        finally:
+            if await self.redis.get(lock) == holder.encode():
+                await self.redis.delete(lock)
+
+    async def _follow(
+        self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder
+    ) -> None:
+        """Resume a stream: its events after ``after``, then live ones, until its final event
+        or the client leaves."""
+        await responder.start(200, list(sse.HEADERS))
+
+        async def pump() -> None:
+            async for event in self.events.follow(session.id, stream_id, after):
+                if event.data:
+                    await responder.write(sse.event(event.data, event_id=event.event_id))
+
+        async def beat() -> None:
+            while responder.open:
+                await asyncio.sleep(self.config.keepalive_seconds)
+                await responder.write(sse.KEEPALIVE)
+
+        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), watch_disconnect(receive, responder))]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await responder.end()
+
+    # --- DELETE -------------------------------------------------------------------------
+
+    async def _delete(
+        self,
+        identity: Identity,
+        headers: dict[str, str],
+        responder: Responder,
+        lookup: asyncio.Future[Session | None] | None,
+    ) -> None:
+        session = await self._session(identity, headers, lookup)
+        await self.engine.sessions.delete(session)
+        await responder.whole(200, b"", [])

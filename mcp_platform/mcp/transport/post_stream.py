@@ -1,0 +1,121 @@
+"""The stream of one POST: a JSON body if the response is all there is, else SSE."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_platform.mcp import jsonrpc
+from mcp_platform.mcp.calls import Relayed
+from mcp_platform.mcp.events import EventStore, StoredEvent
+from mcp_platform.mcp.sessions import Session
+from mcp_platform.mcp.transport import sse
+from mcp_platform.mcp.transport.responder import Responder
+from mcp_platform.mcp.versions import supports_priming
+
+# How long a client waits before reconnecting after the server closed a stream early.
+RETRY_MS = 1000
+
+
+@dataclass
+class PostStream:
+    """Messages of one POST: a JSON body if the response is all there is, else SSE.
+
+    The decision is made lazily: the first message sent before the response opens an SSE
+    stream (with a priming event for 2025-11-25 sessions). Every SSE event is stored, so
+    the client can resume the stream with GET + Last-Event-ID from any server process,
+    including after the server closed it early (SEP-1699 polling).
+    """
+
+    responder: Responder
+    events: EventStore
+    session: Session
+    keepalive_seconds: float
+    stream_id: str = field(default_factory=lambda: "p" + secrets.token_hex(8))
+    _sse: bool = False
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _keepalive: asyncio.Task[None] | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self.session.id
+
+    async def open(self) -> str:
+        """Start the SSE response now; the log position after which later events follow."""
+        async with self._lock:
+            return await self._ensure_sse() or "0-0"
+
+    async def forward(self, event: StoredEvent) -> None:
+        async with self._lock:
+            await self.forward_locked(event)
+
+    async def relay(self, after: str) -> Relayed:
+        """Forward what another process appends to this stream's log after ``after``; returns
+        at the final event (the response, which ``finish`` delivers)."""
+        async for event in self.events.follow(self.session.id, self.stream_id, after):
+            if event.final:
+                return Relayed(event)
+            await self.forward(event)
+        raise AssertionError("event log ended without a final event")  # follow() only returns after one
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            await self._ensure_sse()
+            data = jsonrpc.dumps(message)
+            event_id = await self.events.append(self.session.id, self.stream_id, data)
+            await self.responder.write(sse.event(data, event_id=event_id))
+
+    async def close_early(self) -> None:
+        async with self._lock:
+            await self._ensure_sse()
+            await self.responder.end()
+
+    async def finish(self, response: Any) -> None:
+        """Deliver the final response(s) (None: nothing to answer, e.g. a cancelled call)."""
+        async with self._lock:
+            self._stop_keepalive()
+            if isinstance(response, Relayed):  # already in the log, written by a worker
+                await self.forward_locked(response.final_event)
+                await self.responder.end()
+                return
+            if not self._sse:
+                if response is None:
+                    await self.responder.whole(202, b"", [])
+                else:
+                    await self.responder.json(200, response)
+                return
+            data = jsonrpc.dumps(response) if response is not None else b""
+            event_id = await self.events.append(self.session.id, self.stream_id, data, final=True)
+            if data:
+                await self.responder.write(sse.event(data, event_id=event_id))
+            await self.responder.end()
+
+    async def forward_locked(self, event: StoredEvent) -> None:
+        await self._ensure_sse()
+        if event.data:
+            await self.responder.write(sse.event(event.data, event_id=event.event_id))
+
+    async def _ensure_sse(self) -> str | None:
+        """Open the SSE response once; returns the priming event's log entry, if one was sent."""
+        if self._sse:
+            return None
+        self._sse = True
+        await self.responder.start(200, list(sse.HEADERS))
+        self._keepalive = asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds))
+        if supports_priming(self.session.protocol_version):
+            event_id = await self.events.append(self.session.id, self.stream_id, b"")
+            await self.responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
+            return event_id.split(".", 1)[1]
+        return None
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+
+
+async def _keepalive(responder: Responder, interval: float) -> None:
+    while responder.open:
+        await asyncio.sleep(interval)
+        await responder.write(sse.KEEPALIVE)

@@ -1,0 +1,190 @@
+"""The standalone GET stream of a session: server-initiated messages unrelated to requests.
+
+A catalog change reaches the process's StreamHub once; ``catalog_round`` then handles all
+of the affected streams here together: one shared credential check, visible-tool
+fingerprints compared in memory, and batched Redis writes for the sessions whose list
+really changed (``notifications/tools/list_changed`` goes into each one's standalone event
+log and out on its stream). A revoked credential ends its session. Other messages for the
+stream (task status from workers) are read from the same log when the hub says so.
+
+The fingerprint a session was last told about is kept in Redis, so a change that
+happened while no stream was open is announced when the client opens one again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from mcp_platform.mcp import jsonrpc, names
+from mcp_platform.mcp.events import EventStore, StoredEvent
+from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.sessions import Session, SessionStore
+from mcp_platform.mcp.transport import sse
+from mcp_platform.mcp.transport.hub import StreamHub
+from mcp_platform.mcp.transport.post_stream import RETRY_MS
+from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.versions import supports_priming
+from mcp_platform.metrics import LIST_CHANGED_SENT
+
+STREAM_ID = names.STANDALONE_STREAM
+LIST_CHANGED = jsonrpc.dumps(jsonrpc.notification("notifications/tools/list_changed"))
+
+
+@dataclass(frozen=True)
+class StreamServices:
+    """What standalone streams use of the process: the host, the stores, the keep-alive pace."""
+
+    host: ToolHost[Any]
+    sessions: SessionStore
+    events: EventStore
+    redis: Redis
+    keepalive_seconds: float
+
+
+def _entry(event_id: str) -> tuple[int, int]:
+    """A Redis stream entry id ("<ms>-<seq>", after the "<stream>." prefix) as a sortable pair."""
+    ms, _, seq = event_id.rsplit(".", 1)[-1].partition("-")
+    return int(ms), int(seq)
+
+
+class StandaloneStream:
+    def __init__(
+        self,
+        services: StreamServices,
+        hub: StreamHub,
+        session: Session,
+        identity: Identity,
+        responder: Responder,
+        lock_key: str,
+        resume_after: str | None = None,
+    ) -> None:
+        self.services = services
+        self._hub = hub
+        self.session = session
+        self.identity = identity
+        self._responder = responder
+        self._lock_key = lock_key
+        self._resume_after = resume_after
+        self.digest_key = names.session_digest_key(session.id)
+        self.tenant_id = identity.tenant_id
+        self.session_id = session.id
+        self.digest = ""
+        self.last = "0-0"
+        self._send_lock = asyncio.Lock()
+        self._wakeup = asyncio.Event()
+        self._reasons: set[str] = set()
+
+    def wake(self, reason: str) -> None:
+        self._reasons.add(reason)
+        self._wakeup.set()
+
+    async def run(self, receive: Receive) -> None:
+        events = self.services.events
+        await self._responder.start(200, list(sse.HEADERS))
+        if self._resume_after is not None:
+            self.last = self._resume_after  # replay what the client missed, then go live
+        else:
+            newest = await events.after(self.session.id, STREAM_ID, "0-0")
+            self.last = newest[-1].event_id.split(".", 1)[1] if newest else "0-0"
+            if supports_priming(self.session.protocol_version):
+                event_id = await events.append(self.session.id, STREAM_ID, b"")
+                await self._responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
+                self.last = event_id.split(".", 1)[1]
+        hub = self._hub
+        await hub.register(self)  # before comparing: any later change wakes this stream
+        await self._announce_if_changed()
+        self.wake("events")
+        tasks = [
+            asyncio.ensure_future(coro)
+            for coro in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await hub.unregister(self)
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self._responder.end()
+
+    async def deliver(self, events: list[StoredEvent]) -> None:
+        """Send stored events newer than the last one sent, in order, each once."""
+        async with self._send_lock:
+            for event in events:
+                if _entry(event.event_id) <= _entry(self.last):
+                    continue
+                self.last = event.event_id.split(".", 1)[1]
+                if event.data:
+                    await self._responder.write(sse.event(event.data, event_id=event.event_id))
+
+    async def _announce_if_changed(self) -> None:
+        """On (re)connect: announce a change the session has not heard of yet."""
+        fresh = await self.services.host.visible_digest(self.identity)
+        idle = self.services.sessions.idle_seconds
+        # SET ... GET answers the old value: bytes, or None when there was none.
+        previous = cast(bytes | None, await self.services.redis.set(self.digest_key, fresh, ex=idle, get=True))
+        self.digest = fresh
+        if previous is not None and previous.decode() != fresh:
+            await self.services.events.append(self.session.id, STREAM_ID, LIST_CHANGED)
+
+    async def _serve(self) -> None:
+        events = self.services.events
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            reasons, self._reasons = self._reasons, set()
+            if "ended" in reasons:
+                return
+            if "revoked" in reasons:
+                await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
+                return
+            await self.deliver(await events.after(self.session.id, STREAM_ID, self.last))
+
+    async def _beat(self) -> None:
+        while self._responder.open:
+            await asyncio.sleep(self.services.keepalive_seconds)
+            await self._responder.write(sse.KEEPALIVE)
+            await self.services.redis.expire(self._lock_key, 60)
+
+
+async def catalog_round(services: StreamServices, streams: list[StandaloneStream]) -> None:
+    """Handle one catalog change for a batch of this process's streams.
+
+    Round trips do not grow with the number of streams: one shared generation check
+    (inside ``revalidate``), then for the sessions whose visible list moved, one pipeline
+    for their remembered fingerprints, one for the new events and one to read them back.
+    """
+    host = services.host
+    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in streams))
+    moved: list[tuple[StandaloneStream, str]] = []
+    for stream, identity in zip(streams, identities, strict=True):
+        if identity is None:
+            stream.wake("revoked")
+            continue
+        stream.identity = identity
+        fresh = await host.visible_digest(identity)  # in memory once the catalog is loaded
+        if fresh != stream.digest:
+            moved.append((stream, fresh))
+    if not moved:
+        return
+    pipe = services.redis.pipeline(transaction=False)
+    for stream, fresh in moved:
+        pipe.set(stream.digest_key, fresh, ex=services.sessions.idle_seconds, get=True)
+        stream.digest = fresh
+    previous = await pipe.execute()
+    told = [
+        stream for (stream, fresh), old in zip(moved, previous, strict=True) if old is None or old.decode() != fresh
+    ]
+    if not told:
+        return
+    await services.events.append_many([(stream.session_id, STREAM_ID, LIST_CHANGED) for stream in told])
+    LIST_CHANGED_SENT.inc(len(told))
+    pending = await services.events.after_many([(stream.session_id, STREAM_ID, stream.last) for stream in told])
+    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))

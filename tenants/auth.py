@@ -1,0 +1,239 @@
+"""The hot-path credential check: who is calling ``/mcp/<slug>``, with no database query once warm.
+
+``TenantDirectory`` keeps, per process, each tenant's settings and API keys (hashes only)
+as of the tenant's generation (``mcp_platform.generations``). A request costs one Redis
+round trip, reading that generation; a generation that moved, or a record older than
+``MAX_AGE_SECONDS`` (a safety net should a publish ever fail), reloads the tenant once,
+with concurrent requests waiting on the same load. Caches of what a tenant's callers see
+(``tools_app.catalog.cache``) follow the records kept here: a new record means reload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from mcp_platform import generations
+from tenants import keys
+from tenants.models import ApiKey
+from tenants.principal import Principal
+from tenants.selectors import api_keys_of, tenant_active_by_slug
+
+MAX_AGE_SECONDS = 60.0
+# Unknown slugs are remembered briefly so a scan of random URLs cannot reach the database
+# on every request; a new tenant clears them through the "all" generation.
+MISSING_TTL_SECONDS = 5.0
+MAX_ENTRIES = 10_000
+# last_used_at is informational; writing it at most this often keeps writes off the hot path.
+LAST_USED_WRITE_INTERVAL = 300.0
+
+
+class AuthFailure(Exception):
+    """Why a request has no principal; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, message: str, tenant_id: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.tenant_id = tenant_id  # known for 401s: the refusal is recorded for that tenant
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    id: int
+    name: str
+    prefix: str
+    key_hash: str
+    scopes: frozenset[str]
+    expires_at: datetime | None
+    revoked: bool
+
+
+@dataclass(frozen=True, eq=False)
+class TenantRecord:
+    """An active tenant as one load saw it; a reload makes a new record (compared by identity)."""
+
+    tenant_id: int
+    slug: str
+    allow_anonymous: bool
+    calls_per_minute: int | None
+    max_concurrent_calls: int | None
+    generation: generations.Generation
+    loaded_at: float
+    keys_by_prefix: dict[str, KeyRecord]
+
+
+def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
+    tenant = tenant_active_by_slug(slug)
+    if tenant is None:
+        return None
+    records = {
+        key.prefix: KeyRecord(
+            id=key.pk,
+            name=key.name,
+            prefix=key.prefix,
+            key_hash=key.key_hash,
+            scopes=frozenset(key.scopes or []),
+            expires_at=key.expires_at,
+            revoked=key.revoked_at is not None,
+        )
+        for key in api_keys_of(tenant)
+    }
+    return TenantRecord(
+        tenant_id=tenant.pk,
+        slug=tenant.slug,
+        allow_anonymous=tenant.allow_anonymous,
+        calls_per_minute=tenant.calls_per_minute,
+        max_concurrent_calls=tenant.max_concurrent_calls,
+        generation=generation,
+        loaded_at=time.monotonic(),
+        keys_by_prefix=records,
+    )
+
+
+def _touch_key(key_id: int) -> None:
+    ApiKey.objects.filter(pk=key_id).update(last_used_at=timezone.now())
+
+
+def _key_usable(record: KeyRecord | None) -> bool:
+    if record is None or record.revoked:
+        return False
+    return record.expires_at is None or record.expires_at > timezone.now()
+
+
+def _principal(tenant: TenantRecord, key: KeyRecord | None) -> Principal:
+    if key is None:
+        return Principal(tenant.tenant_id, tenant.slug, None, "anonymous", "", frozenset())
+    return Principal(tenant.tenant_id, tenant.slug, key.id, key.name, key.prefix, key.scopes)
+
+
+class TenantDirectory:
+    def __init__(self) -> None:
+        self._entries: OrderedDict[str, TenantRecord] = OrderedDict()
+        self._missing: dict[str, tuple[generations.Generation, float]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._last_used_written: dict[int, float] = {}
+        self._shared_checks: dict[str, asyncio.Future[TenantRecord | None]] = {}
+        self._background: set[asyncio.Task[None]] = set()
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._missing.clear()
+        self._last_used_written.clear()
+
+    async def tenant(self, slug: str) -> TenantRecord | None:
+        """The active tenant, fresh as of its current generation; None if unknown or inactive."""
+        generation = await generations.read(slug)
+        entry = self._entries.get(slug)
+        if entry is not None:
+            if entry.generation == generation and time.monotonic() - entry.loaded_at < MAX_AGE_SECONDS:
+                self._entries.move_to_end(slug)
+                return entry
+        else:
+            missing = self._missing.get(slug)
+            if missing is not None and missing[0] == generation and time.monotonic() - missing[1] < MISSING_TTL_SECONDS:
+                return None
+        return await self._reload(slug, generation)
+
+    async def _reload(self, slug: str, generation: generations.Generation) -> TenantRecord | None:
+        # The generation was read before the rows: a change committed meanwhile bumps it
+        # again, so the next request reloads instead of keeping what this load saw.
+        lock = self._locks.setdefault(slug, asyncio.Lock())
+        async with lock:
+            current = self._entries.get(slug)
+            if current is not None and current.generation == generation:
+                return current  # another request loaded it while we waited
+            loaded = await sync_to_async(_load)(slug, generation)
+            if loaded is None:
+                self._entries.pop(slug, None)
+                self._missing[slug] = (generation, time.monotonic())
+            else:
+                self._missing.pop(slug, None)
+                self._entries[slug] = loaded
+            self._trim()
+            return loaded
+
+    def _trim(self) -> None:
+        while len(self._entries) > MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        if len(self._missing) > MAX_ENTRIES:
+            self._missing.clear()
+
+    async def authenticate(self, slug: str, authorization: str | None) -> Principal:
+        """Resolve the caller of ``/mcp/<slug>``; raises AuthFailure (404 or 401).
+
+        Unknown, other tenants', revoked and expired keys are refused alike, and a key is
+        hashed and compared even when its prefix is unknown, so timing reveals nothing.
+        """
+        tenant = await self.tenant(slug)
+        if tenant is None:
+            raise AuthFailure(404, "Unknown tenant")
+        if authorization is None:
+            if tenant.allow_anonymous:
+                return _principal(tenant, None)
+            message = "This endpoint requires an API key: send Authorization: Bearer <key>"
+            raise AuthFailure(401, message, tenant.tenant_id)
+        scheme, _, raw = authorization.partition(" ")
+        raw = raw.strip()
+        if scheme.lower() != "bearer" or not raw:
+            raise AuthFailure(401, "Malformed Authorization header: expected 'Bearer <key>'", tenant.tenant_id)
+        prefix = keys.parse_prefix(raw)
+        record = tenant.keys_by_prefix.get(prefix) if prefix else None
+        stored_hash = record.key_hash if record else "0" * 64
+        matches = keys.key_matches(raw, stored_hash)
+        if record is None or not matches or record.revoked:
+            raise AuthFailure(401, "Invalid API key", tenant.tenant_id)
+        if not _key_usable(record):
+            raise AuthFailure(401, "API key has expired", tenant.tenant_id)
+        self._note_use(record.id)
+        return _principal(tenant, record)
+
+    def _note_use(self, key_id: int) -> None:
+        now = time.monotonic()
+        last = self._last_used_written.get(key_id)
+        if last is not None and now - last < LAST_USED_WRITE_INTERVAL:
+            return
+        self._last_used_written[key_id] = now
+        task = asyncio.get_running_loop().create_task(sync_to_async(_touch_key, thread_sensitive=False)(key_id))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _shared_check(self, slug: str) -> TenantRecord | None:
+        """Like ``tenant``, but concurrent callers share one generation check.
+
+        For fan-out: a change wakes hundreds of streams of one tenant at once, and one Redis
+        round trip answers them all. Requests keep their own check (``tenant``).
+        """
+        pending = self._shared_checks.get(slug)
+        if pending is None:
+            pending = asyncio.ensure_future(self.tenant(slug))
+            self._shared_checks[slug] = pending
+            pending.add_done_callback(lambda _: self._shared_checks.pop(slug, None))
+        return await asyncio.shield(pending)
+
+    async def revalidate(self, principal: Principal) -> Principal | None:
+        """The principal as its tenant stands now, or None if it is no longer valid (key
+        revoked, expired or gone, tenant deactivated or anonymous access turned off)."""
+        tenant = await self._shared_check(principal.tenant_slug)
+        if tenant is None or tenant.tenant_id != principal.tenant_id:
+            return None
+        if principal.key_id is None:
+            return principal if tenant.allow_anonymous else None
+        record = tenant.keys_by_prefix.get(principal.key_prefix)
+        if record is None or record.id != principal.key_id or not _key_usable(record):
+            return None
+        return _principal(tenant, record)
+
+    def cached(self, principal: Principal) -> TenantRecord | None:
+        """The principal's tenant as this request already loaded it (no I/O)."""
+        tenant = self._entries.get(principal.tenant_slug)
+        return tenant if tenant is not None and tenant.tenant_id == principal.tenant_id else None
+
+
+tenant_directory = TenantDirectory()

@@ -1,0 +1,465 @@
+"""The ``http`` backend: a tool call becomes one HTTP request to a configured API.
+
+``backend_config``::
+
+    {
+      "method": "GET",                                 # GET POST PUT PATCH DELETE HEAD OPTIONS
+      "url": "https://api.example.com/users/{user}/repos?sort={sort}",
+      "query": {"per_page": "{limit}", "format": "json"},  # optional; dropped when an argument is missing
+      "headers": {"Accept": "application/json"},          # optional; values may use {placeholders}
+      "body": "auto",                                  # "auto" | "none" | {"template": <JSON>}
+      "auth": {"type": "bearer", "secret": "github"},  # or basic (+ "username"), or header (+ "header")
+      "timeout_seconds": 10,                           # optional; else the tool's timeout
+      "follow_redirects": true,
+      "response": {"pointer": "/data"}                 # optional JSON pointer into a JSON response
+    }
+
+``{name}`` placeholders take the argument of that name, percent-escaped for the part of
+the URL they sit in; they may not appear in the scheme, host or port, so arguments can
+never choose where a request goes. With ``"body": "auto"`` arguments that no placeholder
+used go into a JSON body (POST, PUT, PATCH) or the query string (other methods). In a
+body template a string that is exactly ``"{name}"`` becomes the argument's JSON value
+(the key is left out when the argument is missing) and ``"{$arguments}"`` the whole
+arguments object.
+
+The response becomes the result: JSON gives ``structuredContent`` (validated by the
+engine) plus a text block when the tool has an ``outputSchema``, else a text block;
+text gives a text block; images and audio give image/audio blocks; other bytes an
+embedded resource. A non-2xx status is an ``isError`` result with the status and the
+start of the body (429/502/503/504 raise a retryable ``BackendError`` so idempotent
+tools are retried).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+from django.conf import settings
+
+from tools_app.backends.base import BackendConfigError, BackendError
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.results import ToolError, structured_result, text_block
+from tools_app.backends.vault import SecretUnavailable, redact, secret_exists, secret_value
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.context import ToolContext
+
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+BODY_METHODS = ("POST", "PUT", "PATCH")
+CONFIG_KEYS = {"method", "url", "query", "headers", "body", "auth", "timeout_seconds", "follow_redirects", "response"}
+AUTH_TYPES = ("bearer", "basic", "header")
+PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+# Headers the transport owns; letting a tool set them would break framing or routing.
+RESERVED_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer"}
+RETRYABLE_STATUSES = (429, 502, 503, 504)
+# Enough of an error body for a model to see what went wrong without flooding its context.
+ERROR_BODY_CHARS = 500
+TEXT_TYPES = ("application/xml", "application/javascript", "application/x-www-form-urlencoded", "application/yaml")
+
+
+# --- configuration --------------------------------------------------------------------
+
+
+def _placeholders(text: str) -> list[str]:
+    return PLACEHOLDER.findall(text)
+
+
+def _check_template_map(value: Any, what: str) -> None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise BackendConfigError(f'"{what}" must be an object of strings, e.g. {{"name": "{{argument}}"}}')
+
+
+def validate_config(config: dict[str, Any]) -> None:
+    unknown = set(config) - CONFIG_KEYS
+    if unknown:
+        raise BackendConfigError(f"unknown http settings {sorted(unknown)}; known: {sorted(CONFIG_KEYS)}")
+    method = config.get("method", "GET")
+    if method not in METHODS:
+        raise BackendConfigError(f'"method" must be one of {", ".join(METHODS)}')
+    url = config.get("url")
+    if not isinstance(url, str) or not url:
+        raise BackendConfigError('the http backend needs a "url", e.g. "https://api.example.com/items/{id}"')
+    parts = urlsplit(PLACEHOLDER.sub("x", url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise BackendConfigError('"url" must be an absolute http:// or https:// URL')
+    if _placeholders(urlsplit(url).netloc) or "{" in urlsplit(url).netloc:
+        raise BackendConfigError('"url": placeholders may fill the path and query only, never the host or port')
+    if parts.username or parts.password:
+        raise BackendConfigError('"url" must not carry credentials; use "auth" with a secret')
+    if "$arguments" in _placeholders(url):
+        raise BackendConfigError('"url": {$arguments} can only be used in a body template')
+    for key in ("query", "headers"):
+        if key in config:
+            _check_template_map(config[key], key)
+    for name in config.get("headers", {}):
+        if not HEADER_NAME.match(name) or name.lower() in RESERVED_HEADERS:
+            raise BackendConfigError(f'"headers": {name!r} is not a header a tool may set')
+    body = config.get("body", "auto")
+    if body not in ("auto", "none") and not (isinstance(body, dict) and set(body) == {"template"}):
+        raise BackendConfigError('"body" must be "auto", "none" or {"template": <JSON>}')
+    if body not in ("auto", "none") and method not in BODY_METHODS:
+        raise BackendConfigError(f'"body": a {method} request has no body; use POST, PUT or PATCH')
+    _validate_auth(config.get("auth"))
+    timeout = config.get("timeout_seconds")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600
+    ):
+        raise BackendConfigError('"timeout_seconds" must be a number of seconds between 0 and 3600')
+    if not isinstance(config.get("follow_redirects", True), bool):
+        raise BackendConfigError('"follow_redirects" must be true or false')
+    response = config.get("response", {})
+    if not isinstance(response, dict) or set(response) - {"pointer"}:
+        raise BackendConfigError('"response" may only hold "pointer", a JSON pointer such as "/data"')
+    pointer = response.get("pointer", "")
+    if not isinstance(pointer, str) or (pointer and not pointer.startswith("/")):
+        raise BackendConfigError('"response": "pointer" must be a JSON pointer starting with "/"')
+
+
+def _validate_auth(auth: Any) -> None:
+    if auth is None:
+        return
+    if not isinstance(auth, dict) or auth.get("type") not in AUTH_TYPES:
+        raise BackendConfigError('"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...}')
+    if not isinstance(auth.get("secret"), str) or not auth["secret"]:
+        raise BackendConfigError('"auth" needs "secret": the name of a stored secret')
+    allowed = {"type", "secret"} | {"basic": {"username"}, "header": {"header", "prefix"}}.get(auth["type"], set())
+    if set(auth) - allowed:
+        raise BackendConfigError(f'"auth" of type {auth["type"]} takes only {sorted(allowed)}')
+    if auth["type"] == "basic" and not isinstance(auth.get("username"), str):
+        raise BackendConfigError('basic "auth" needs "username" (the password is the secret)')
+    if auth["type"] == "header":
+        header = auth.get("header")
+        if not isinstance(header, str) or not HEADER_NAME.match(header) or header.lower() in RESERVED_HEADERS:
+            raise BackendConfigError('header "auth" needs "header", the name of the header that carries the secret')
+        if not isinstance(auth.get("prefix", ""), str):
+            raise BackendConfigError('"auth": "prefix" must be a string')
+
+
+def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
+    auth = config.get("auth")
+    if isinstance(auth, dict) and isinstance(auth.get("secret"), str) and not secret_exists(tenant_id, auth["secret"]):
+        scope = "the platform's" if tenant_id is None else "this tenant's"
+        raise BackendConfigError(f"there is no secret named {auth['secret']!r} among {scope} secrets")
+
+
+# --- building the request ---------------------------------------------------------------
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _escape(value: Any) -> str:
+    text = _as_text(value)
+    if text in (".", ".."):  # would otherwise be resolved as a path step
+        return text.replace(".", "%2E")
+    return quote(text, safe="")
+
+
+@dataclass
+class _Filler:
+    arguments: dict[str, Any]
+    used: set[str] = field(default_factory=set)
+
+    def fill(self, template: str, *, escape: bool, where: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in self.arguments:
+                raise ToolError(f"The argument '{name}' is required (the {where} uses it).")
+            self.used.add(name)
+            value = self.arguments[name]
+            return _escape(value) if escape else _as_text(value)
+
+        return PLACEHOLDER.sub(one, template)
+
+    def complete(self, template: str) -> bool:
+        return all(name in self.arguments for name in _placeholders(template))
+
+    def body(self, template: Any) -> Any:
+        if isinstance(template, str):
+            exact = PLACEHOLDER.fullmatch(template)
+            if exact and exact.group(1) == "$arguments":
+                self.used.update(self.arguments)
+                return self.arguments
+            if exact:
+                self.used.add(exact.group(1))
+                return self.arguments.get(exact.group(1))
+            return self.fill(template, escape=False, where="body")
+        if isinstance(template, list):
+            return [self.body(item) for item in template]
+        if isinstance(template, dict):
+            result = {}
+            for key, item in template.items():
+                exact = PLACEHOLDER.fullmatch(item) if isinstance(item, str) else None
+                if exact and exact.group(1) != "$arguments" and exact.group(1) not in self.arguments:
+                    continue  # an optional argument that was not given
+                result[key] = self.body(item)
+            return result
+        return template
+
+
+def _query_pairs(name: str, value: Any) -> list[tuple[str, str | int | float | bool | None]]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [(name, _as_text(item)) for item in value if item is not None]
+    return [(name, _as_text(value))]
+
+
+def _header_value(value: str) -> str:
+    if "\r" in value or "\n" in value:
+        raise ToolError("A header value may not contain line breaks.")
+    return value
+
+
+@dataclass
+class PreparedRequest:
+    request: httpx.Request
+    secret_headers: set[str]
+    secret_values: list[str]
+
+
+async def prepare(tool: ToolSpec, arguments: dict[str, Any]) -> PreparedRequest:
+    config = tool.backend_config
+    method = config.get("method", "GET")
+    filler = _Filler(arguments)
+    template = config["url"]
+    split = urlsplit(template)
+    base = f"{split.scheme}://{split.netloc}"
+    path = filler.fill(split.path, escape=True, where="URL")
+    query = filler.fill(split.query, escape=True, where="URL") if split.query else ""
+    params: list[tuple[str, str | int | float | bool | None]] = []
+    for name, value_template in config.get("query", {}).items():
+        if not filler.complete(value_template):
+            continue
+        exact = PLACEHOLDER.fullmatch(value_template)
+        if exact:
+            filler.used.add(exact.group(1))
+            params += _query_pairs(name, arguments[exact.group(1)])
+        else:
+            params.append((name, filler.fill(value_template, escape=False, where="query")))
+    headers: dict[str, str] = {}
+    for name, value_template in config.get("headers", {}).items():
+        if filler.complete(value_template):
+            headers[name] = _header_value(filler.fill(value_template, escape=False, where="headers"))
+
+    body_mode = config.get("body", "auto")
+    content: bytes | None = None
+    if isinstance(body_mode, dict):
+        content = json.dumps(filler.body(body_mode["template"]), ensure_ascii=False).encode()
+    elif body_mode == "auto":
+        rest = {name: value for name, value in arguments.items() if name not in filler.used}
+        if method in BODY_METHODS:
+            content = json.dumps(rest, ensure_ascii=False).encode()
+        else:
+            for name, value in rest.items():
+                params += _query_pairs(name, value)
+    if content is not None:
+        headers.setdefault("Content-Type", "application/json")
+    headers.setdefault("Accept", "application/json, text/*;q=0.9, */*;q=0.8")
+    headers.setdefault("User-Agent", "Toolbay")
+
+    secret_headers: set[str] = set()
+    secret_values: list[str] = []
+    auth = config.get("auth")
+    if auth:
+        try:
+            secret = await secret_value(tool.tenant_id, auth["secret"])
+        except SecretUnavailable as exc:
+            raise BackendError(f"cannot authenticate: {exc}") from None
+        secret_values.append(secret)
+        if auth["type"] == "bearer":
+            header, value = "Authorization", f"Bearer {secret}"
+        elif auth["type"] == "basic":
+            token = base64.b64encode(f"{auth['username']}:{secret}".encode()).decode("ascii")
+            secret_values.append(token)
+            header, value = "Authorization", f"Basic {token}"
+        else:
+            header, value = auth["header"], f"{auth.get('prefix', '')}{secret}"
+        headers[header] = value
+        secret_headers.add(header.lower())
+
+    url = httpx.URL(base + (path or "/") + (f"?{query}" if query else ""))
+    if params:
+        url = url.copy_merge_params(params)
+    timeout = float(config.get("timeout_seconds") or tool.timeout_seconds)
+    try:
+        request = outbound_client().build_request(method, url, headers=headers, content=content, timeout=timeout)
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"The arguments make an invalid URL: {exc}") from None
+    return PreparedRequest(request, secret_headers, secret_values)
+
+
+# --- sending and reading -----------------------------------------------------------------
+
+
+@dataclass
+class FetchedResponse:
+    status: int
+    reason: str
+    content_type: str
+    charset: str
+    body: bytes
+    url: httpx.URL
+    location: str = ""
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes:
+    """The decoded body, or ToolError once it exceeds ``limit`` bytes (the rest is not read)."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit and not response.headers.get("content-encoding"):
+        raise ToolError(f"The response is too large ({int(declared)} bytes; the limit is {limit} bytes).")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ToolError(f"The response is too large (more than the limit of {limit} bytes).")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def fetch(prepared: PreparedRequest, *, follow_redirects: bool) -> FetchedResponse:
+    """Send, following redirects one by one (each hop vetted again by the transport).
+
+    Raises ToolError for what the tool's configuration or the destination decided, and a
+    retryable BackendError for network trouble.
+    """
+    client = outbound_client()
+    request = prepared.request
+    first_origin = _origin(request.url)
+    limit = settings.TOOLBAY_HTTP_MAX_RESPONSE_BYTES
+    hops = 0
+    while True:
+        response = await client.send(request, stream=True)
+        try:
+            redirect = response.next_request if follow_redirects else None
+            if redirect is None:
+                body = await read_capped(response, limit)
+                return FetchedResponse(
+                    status=response.status_code,
+                    reason=response.reason_phrase,
+                    content_type=response.headers.get("content-type", "").split(";")[0].strip().lower(),
+                    charset=response.charset_encoding or "utf-8",
+                    body=body,
+                    url=request.url,
+                    location=response.headers.get("location", "") if response.is_redirect else "",
+                )
+        finally:
+            await response.aclose()
+        hops += 1
+        if hops > settings.TOOLBAY_HTTP_MAX_REDIRECTS:
+            raise ToolError(f"Too many redirects (the limit is {settings.TOOLBAY_HTTP_MAX_REDIRECTS}).")
+        if redirect.url.scheme not in ("http", "https"):
+            raise ToolError(f"Refused a redirect to a {redirect.url.scheme}: URL.")
+        if _origin(redirect.url) != first_origin:
+            # Credentials are for the configured host only.
+            for name in prepared.secret_headers:
+                redirect.headers.pop(name, None)
+        request = redirect
+
+
+def _decode(body: bytes, charset: str) -> str:
+    try:
+        return body.decode(charset, errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
+
+
+def _trimmed(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_BODY_CHARS else text[:ERROR_BODY_CHARS] + "…"
+
+
+def _resolve_pointer(value: Any, pointer: str) -> Any:
+    for raw in pointer.split("/")[1:]:
+        step = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(value, dict) and step in value:
+            value = value[step]
+        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            raise ToolError(f"The response has nothing at {pointer}.")
+    return value
+
+
+def _is_json(content_type: str) -> bool:
+    return content_type == "application/json" or content_type.endswith("+json")
+
+
+def _is_text(content_type: str) -> bool:
+    return content_type.startswith("text/") or content_type in TEXT_TYPES or content_type.endswith("+xml")
+
+
+def to_result(tool: ToolSpec, fetched: FetchedResponse, secrets: list[str]) -> dict[str, Any]:
+    ctype = fetched.content_type
+    if fetched.location:  # a redirect the tool does not follow: where it points is the answer
+        return {"content": [text_block(f"HTTP {fetched.status} {fetched.reason}: redirect to {fetched.location}")]}
+    if not 200 <= fetched.status < 300:
+        where = fetched.url.copy_with(query=None, fragment=None)
+        snippet = redact(_trimmed(_decode(fetched.body, fetched.charset)), secrets)
+        message = f"HTTP {fetched.status} {fetched.reason} from {where}" + (f": {snippet}" if snippet else "")
+        if fetched.status in RETRYABLE_STATUSES:
+            raise BackendError(message, retryable=True)
+        return {"content": [text_block(message)], "isError": True}
+    if not fetched.body:
+        return {"content": [text_block(f"HTTP {fetched.status} {fetched.reason} (empty response)")]}
+    pointer = tool.backend_config.get("response", {}).get("pointer", "")
+    if _is_json(ctype) or (tool.output_schema is not None and not ctype):
+        try:
+            value = json.loads(fetched.body)
+        except ValueError:
+            raise ToolError("The API answered with invalid JSON.") from None
+        if pointer:
+            value = _resolve_pointer(value, pointer)
+        if tool.output_schema is not None:
+            if not isinstance(value, dict):
+                raise ToolError(
+                    f"The API answered with a JSON {type(value).__name__}, but the tool's "
+                    "outputSchema describes an object."
+                )
+            return structured_result(value)
+        text = _decode(fetched.body, fetched.charset) if not pointer else json.dumps(value, ensure_ascii=False)
+        return {"content": [text_block(text)]}
+    if ctype.startswith(("image/", "audio/")):
+        kind = "image" if ctype.startswith("image/") else "audio"
+        return {"content": [{"type": kind, "data": base64.b64encode(fetched.body).decode("ascii"), "mimeType": ctype}]}
+    if _is_text(ctype) or not ctype:
+        return {"content": [text_block(_decode(fetched.body, fetched.charset))]}
+    blob = base64.b64encode(fetched.body).decode("ascii")
+    resource = {"uri": str(fetched.url), "mimeType": ctype, "blob": blob}
+    return {"content": [{"type": "resource", "resource": resource}]}
+
+
+async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    prepared = await prepare(tool, arguments)
+    secrets = prepared.secret_values
+    timeout = float(tool.backend_config.get("timeout_seconds") or tool.timeout_seconds)
+    try:
+        # The whole exchange, redirects and body included, not each read, is bounded.
+        async with asyncio.timeout(timeout):
+            fetched = await fetch(prepared, follow_redirects=tool.backend_config.get("follow_redirects", True))
+    except DestinationBlocked as exc:
+        raise ToolError(f"The request was refused: {exc}.") from None
+    except (TimeoutError, httpx.TimeoutException):
+        raise BackendError(f"the HTTP request timed out after {timeout:g} seconds", retryable=True) from None
+    except httpx.TransportError as exc:
+        host = prepared.request.url.host
+        detail = redact(str(exc) or type(exc).__name__, secrets)
+        raise BackendError(f"could not reach {host}: {detail}", retryable=True) from None
+    return to_result(tool, fetched, secrets)

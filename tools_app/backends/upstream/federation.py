@@ -1,0 +1,364 @@
+"""Upstream MCP servers: reads, and the writes that import their tools.
+
+An imported tool is an ordinary ``Tool`` (backend ``upstream_mcp``, settings
+``{"upstream": <id>, "tool": "<upstream name>"}``) so access rules, the catalog cache and
+list-changed publishing treat it like any other. What comes from the upstream (title,
+description, schemas, annotations, icons) is overwritten by every refresh; what the
+admin decides (the local name, enabled, tags, execution mode, timeout) is kept.
+
+A refresh that finds a published tool gone disables it (and marks it ``withdrawn`` in
+its settings) instead of deleting it, so access rules that name it survive; the tool
+comes back when the upstream offers it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from tools_app.backends.cache import GenerationCache
+from tools_app.backends.models import owned_by
+from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamError, UpstreamSession, UpstreamUnavailable
+from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.backends.vault import SecretUnavailable, unseal
+from tools_app.catalog.models import TOOL_NAME_PATTERN, Tool
+from tools_app.catalog.schemas import SchemaProblem, check_object_schema
+from tools_app.catalog.validation import check_icons
+
+log = logging.getLogger(__name__)
+
+BACKEND_KIND = "upstream_mcp"
+ANNOTATION_FIELDS = {
+    "readOnlyHint": "read_only_hint",
+    "destructiveHint": "destructive_hint",
+    "idempotentHint": "idempotent_hint",
+    "openWorldHint": "open_world_hint",
+}
+# What is kept of an upstream's tools/list entry (the admin publishes from it).
+DISCOVERED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations", "icons")
+
+
+class UpstreamRefreshError(Exception):
+    """The upstream's tools could not be fetched; the message is safe to show an admin."""
+
+
+# --- reads -----------------------------------------------------------------------------------
+
+
+def upstreams_of(tenant_id: int | None) -> QuerySet[UpstreamServer]:
+    return UpstreamServer.objects.filter(owned_by(tenant_id))
+
+
+def published_tools(upstream: UpstreamServer) -> QuerySet[Tool]:
+    return Tool.objects.filter(
+        owned_by(upstream.tenant_id), backend_kind=BACKEND_KIND, backend_config__upstream=upstream.pk
+    )
+
+
+def endpoint_of(upstream: UpstreamServer) -> UpstreamEndpoint:
+    """Connection settings with the decrypted credential; raises SecretUnavailable."""
+    headers: list[tuple[str, str]] = []
+    secret_values: tuple[str, ...] = ()
+    if upstream.auth != UpstreamServer.Auth.NONE:
+        if upstream.secret is None:
+            raise SecretUnavailable(f"upstream {upstream.name!r} has no secret configured")
+        value = unseal(upstream.secret.ciphertext, name=upstream.secret.name)
+        secret_values = (value,)
+        if upstream.auth == UpstreamServer.Auth.BEARER:
+            headers.append(("Authorization", f"Bearer {value}"))
+        else:
+            headers.append((upstream.auth_header, value))
+    return UpstreamEndpoint(
+        id=upstream.pk,
+        name=upstream.name,
+        url=upstream.url,
+        headers=tuple(headers),
+        secret_values=secret_values,
+        timeout_seconds=settings.TOOLBAY_UPSTREAM_TIMEOUT_SECONDS,
+    )
+
+
+def _load_endpoint(key: tuple[int, int | None]) -> UpstreamEndpoint | None:
+    upstream_id, tenant_id = key
+    upstream = upstreams_of(tenant_id).filter(pk=upstream_id, enabled=True).select_related("secret").first()
+    return endpoint_of(upstream) if upstream is not None else None
+
+
+_endpoints: GenerationCache[tuple[int, int | None], UpstreamEndpoint] = GenerationCache(_load_endpoint)
+
+
+async def endpoint_for_tool(upstream_id: int, tenant_id: int | None) -> UpstreamEndpoint | None:
+    """The enabled upstream of that tenant (cached); None when missing, foreign or disabled."""
+    return await _endpoints.get((upstream_id, tenant_id))
+
+
+def clear_cache() -> None:
+    _endpoints.clear()
+
+
+# --- fetching ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Discovery:
+    tools: list[dict[str, Any]]
+    server_info: dict[str, Any]
+
+
+async def discover(endpoint: UpstreamEndpoint, session: UpstreamSession | None = None) -> Discovery:
+    """The upstream's tools, over ``session`` or a session of its own (closed after);
+    raises UpstreamRefreshError."""
+    own = session is None
+    session = session or UpstreamSession(endpoint)
+    try:
+        tools = await session.list_tools()
+        info = {**session.server_info, "protocolVersion": session.protocol_version}
+    except (UpstreamUnavailable, UpstreamError) as exc:
+        raise UpstreamRefreshError(f"cannot list the tools of upstream {endpoint.name!r}: {exc}") from None
+    finally:
+        if own:
+            await session.close()
+    return Discovery(tools=tools, server_info=info)
+
+
+# --- turning upstream tool definitions into tool fields ------------------------------------------
+
+
+def local_name(prefix: str, upstream_name: str) -> str:
+    """A valid Toolbay tool name for an upstream tool (invalid characters become "_")."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{prefix}{upstream_name}")[:128]
+
+
+def _definition(raw: dict[str, Any], upstream: UpstreamServer) -> tuple[dict[str, Any] | None, str | None]:
+    """(the tool fields, or None if unusable; a note for the admin)."""
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        return None, "skipped a tool without a name"
+    try:
+        check_object_schema(raw.get("inputSchema"), label="inputSchema")
+    except SchemaProblem as exc:
+        return None, f"skipped {name!r}: {exc}"
+    note = None
+    output_schema = raw.get("outputSchema")
+    if output_schema is not None:
+        try:
+            check_object_schema(output_schema, label="outputSchema")
+        except SchemaProblem as exc:
+            output_schema, note = None, f"{name!r}: its outputSchema was dropped ({exc})"
+    annotations: dict[str, Any] = raw["annotations"] if isinstance(raw.get("annotations"), dict) else {}
+    title = raw.get("title") or annotations.get("title") or ""
+    description: str = raw["description"] if isinstance(raw.get("description"), str) else ""
+    icons = []
+    for icon in raw.get("icons") or []:
+        try:
+            check_icons([icon])
+        except ValidationError:
+            continue
+        icons.append(icon)
+    fields: dict[str, Any] = {
+        "title": str(title)[:200],
+        "description": description.strip() or f"The tool {name} of the MCP server {upstream.name}.",
+        "input_schema": raw["inputSchema"],
+        "output_schema": output_schema,
+        "icons": icons,
+    }
+    for key, field_name in ANNOTATION_FIELDS.items():
+        value = annotations.get(key)
+        fields[field_name] = value if isinstance(value, bool) else None
+    return {"name": name, "fields": fields}, note
+
+
+@dataclass
+class RefreshReport:
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    withdrawn: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    unpublished: list[str] = field(default_factory=list)  # offered upstream, not published here
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.withdrawn or self.restored)
+
+    def summary(self) -> str:
+        parts = [
+            f"{label} {', '.join(names)}"
+            for label, names in (
+                ("added", self.added),
+                ("updated", self.updated),
+                ("withdrawn", self.withdrawn),
+                ("restored", self.restored),
+                ("not published", self.unpublished),
+            )
+            if names
+        ]
+        return "; ".join(parts) or "no changes"
+
+
+def _new_tool(upstream: UpstreamServer, upstream_name: str, name: str, fields: dict[str, Any]) -> Tool:
+    tool = Tool(
+        tenant_id=upstream.tenant_id,
+        name=name,
+        tags=list(upstream.tags or []),
+        backend_kind=BACKEND_KIND,
+        backend_config={"upstream": upstream.pk, "tool": upstream_name},
+        timeout_seconds=upstream.timeout_seconds,
+        **fields,
+    )
+    tool.full_clean()
+    tool.save()
+    return tool
+
+
+def _name_taken(upstream: UpstreamServer, name: str, exclude: int | None = None) -> bool:
+    tools = Tool.objects.filter(owned_by(upstream.tenant_id), name=name)
+    return (tools.exclude(pk=exclude) if exclude is not None else tools).exists()
+
+
+# --- writes -------------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> RefreshReport:
+    """Bring the published tools in line with what the upstream offers now."""
+    upstream = UpstreamServer.objects.select_for_update().get(pk=upstream_id)
+    report = RefreshReport()
+    definitions: dict[str, dict[str, Any]] = {}
+    for raw in discovery.tools:
+        definition, note = _definition(raw, upstream)
+        if note:
+            report.notes.append(note)
+        if definition is not None:
+            definitions[definition["name"]] = definition
+    published = {tool.backend_config.get("tool"): tool for tool in published_tools(upstream).select_for_update()}
+    for upstream_name, tool in published.items():
+        definition = definitions.get(upstream_name)
+        config = dict(tool.backend_config)
+        if definition is None:
+            if not config.get("withdrawn"):
+                tool.enabled = False
+                tool.backend_config = {**config, "withdrawn": True}
+                tool.save()
+                report.withdrawn.append(tool.name)
+            continue
+        changed = [name for name, value in definition["fields"].items() if getattr(tool, name) != value]
+        for name in changed:
+            setattr(tool, name, definition["fields"][name])
+        restored = bool(config.pop("withdrawn", False))
+        if restored:
+            tool.backend_config = config
+            tool.enabled = True
+            report.restored.append(tool.name)
+        elif changed:
+            report.updated.append(tool.name)
+        if changed or restored:
+            tool.full_clean()
+            tool.save()
+    for upstream_name, definition in definitions.items():
+        if upstream_name in published:
+            continue
+        name = local_name(upstream.tool_prefix, upstream_name)
+        if not upstream.publish_new_tools:
+            report.unpublished.append(upstream_name)
+        elif _name_taken(upstream, name):
+            report.notes.append(f"{upstream_name!r} was not published: a tool named {name!r} already exists")
+            report.unpublished.append(upstream_name)
+        else:
+            try:
+                _new_tool(upstream, upstream_name, name, definition["fields"])
+            except ValidationError as exc:
+                report.notes.append(f"{upstream_name!r} was not published: {'; '.join(exc.messages)}")
+                report.unpublished.append(upstream_name)
+                continue
+            report.added.append(name)
+    upstream.discovered_tools = [
+        {key: raw[key] for key in DISCOVERED_KEYS if key in raw}
+        for raw in discovery.tools
+        if isinstance(raw.get("name"), str)
+    ]
+    upstream.server_info = discovery.server_info
+    upstream.refreshed_at = timezone.now()
+    upstream.last_error = "\n".join(report.notes)
+    upstream.save(update_fields=["discovered_tools", "server_info", "refreshed_at", "last_error", "updated_at"])
+    return report
+
+
+def _record_failure(upstream_id: int, message: str) -> None:
+    UpstreamServer.objects.filter(pk=upstream_id).update(last_error=message, refreshed_at=timezone.now())
+
+
+def upstream_refresh(*, upstream_id: int) -> RefreshReport:
+    """Fetch the upstream's tools and apply them; raises UpstreamRefreshError (recorded)."""
+    upstream = UpstreamServer.objects.select_related("secret").get(pk=upstream_id)
+    try:
+        endpoint = endpoint_of(upstream)
+        discovery = async_to_sync(discover)(endpoint)
+    except (SecretUnavailable, UpstreamRefreshError) as exc:
+        _record_failure(upstream_id, str(exc))
+        raise UpstreamRefreshError(str(exc)) from None
+    report = upstream_apply_discovery(upstream_id=upstream_id, discovery=discovery)
+    log.info("upstream %s refreshed: %s", upstream.name, report.summary())
+    return report
+
+
+async def upstream_refresh_async(*, upstream_id: int, session: UpstreamSession | None = None) -> RefreshReport:
+    """The same for async callers (the listener, which passes its standing session)."""
+    upstream = await UpstreamServer.objects.select_related("secret").aget(pk=upstream_id)
+    try:
+        endpoint = session.endpoint if session is not None else endpoint_of(upstream)
+        discovery = await discover(endpoint, session)
+    except (SecretUnavailable, UpstreamRefreshError) as exc:
+        await sync_to_async(_record_failure)(upstream_id, str(exc))
+        raise UpstreamRefreshError(str(exc)) from None
+    report = await sync_to_async(upstream_apply_discovery)(upstream_id=upstream_id, discovery=discovery)
+    log.info("upstream %s refreshed: %s", upstream.name, report.summary())
+    return report
+
+
+@transaction.atomic
+def upstream_publish(*, upstream: UpstreamServer, choices: dict[str, str | None]) -> RefreshReport:
+    """Publish, rename or unpublish tools the last refresh discovered: ``choices`` maps an
+    upstream tool name to its local name, or to None to unpublish it. Raises
+    ValidationError naming the tool."""
+    upstream = UpstreamServer.objects.select_for_update().get(pk=upstream.pk)
+    report = RefreshReport()
+    definitions = {}
+    for raw in upstream.discovered_tools or []:
+        definition, _ = _definition(raw, upstream)
+        if definition is not None:
+            definitions[definition["name"]] = definition
+    published = {tool.backend_config.get("tool"): tool for tool in published_tools(upstream).select_for_update()}
+    pattern = re.compile(TOOL_NAME_PATTERN)
+    for upstream_name, name in choices.items():
+        tool = published.get(upstream_name)
+        if name is None:
+            if tool is not None:
+                tool.delete()
+                report.withdrawn.append(tool.name)
+            continue
+        if not pattern.match(name):
+            raise ValidationError(f"{upstream_name}: {name!r} is not a valid tool name (A-Z a-z 0-9 _ . -).")
+        if _name_taken(upstream, name, exclude=tool.pk if tool else None):
+            raise ValidationError(f"{upstream_name}: a tool named {name!r} already exists.")
+        if tool is None:
+            definition = definitions.get(upstream_name)
+            if definition is None:
+                raise ValidationError(f"{upstream_name}: the upstream does not offer a usable tool of that name.")
+            _new_tool(upstream, upstream_name, name, definition["fields"])
+            report.added.append(name)
+        elif tool.name != name:
+            tool.name = name
+            tool.full_clean()
+            tool.save()
+            report.updated.append(name)
+    return report

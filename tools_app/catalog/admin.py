@@ -1,0 +1,224 @@
+"""Admin screens for tools and access rules.
+
+Scoping follows ``tenants.admin.TenantScopedAdmin``: platform admins (superusers) see
+everything; a tenant admin sees and edits only their tenants' private tools and the
+access rules their tenants own. Platform tools are hidden from tenant admins (a tenant
+admin denies a platform tool for their tenant with a rule on its name, e.g. the pattern
+``demo.echo``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Field, QuerySet
+from django.forms import ModelChoiceField, ModelForm
+from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from tenants.admin import TenantScopedAdmin, admin_scope
+from tools_app.catalog.forms import AccessRuleForm, ToolForm
+from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.spec import ToolSpec
+
+PREVIEW_STYLE = (
+    "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap; "
+    "margin: 0; padding: 8px; max-width: 60em; overflow-x: auto;"
+)
+
+
+class CatalogFilter(admin.SimpleListFilter):
+    title = "catalog"
+    parameter_name = "catalog"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("platform", "Platform tools"), ("private", "Private tools")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Tool]) -> QuerySet[Tool]:
+        if self.value() == "platform":
+            return queryset.filter(tenant__isnull=True)
+        if self.value() == "private":
+            return queryset.filter(tenant__isnull=False)
+        return queryset
+
+
+class ManagedByFilter(admin.SimpleListFilter):
+    title = "managed by"
+    parameter_name = "managed_by"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("platform", "Platform"), ("tenant", "A tenant")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[AccessRule]) -> QuerySet[AccessRule]:
+        if self.value() == "platform":
+            return queryset.filter(owner__isnull=True)
+        if self.value() == "tenant":
+            return queryset.filter(owner__isnull=False)
+        return queryset
+
+
+def _require_tenant_for_tenant_admins(db_field: Field[Any, Any], request: HttpRequest, kwargs: dict[str, Any]) -> None:
+    # Tenant admins never make platform-wide objects: the tenant is not optional for them.
+    if db_field.name == "tenant" and not admin_scope(request).platform:
+        kwargs["required"] = True
+
+
+class ToolAdmin(TenantScopedAdmin):
+    """Registered by ``tools_app.admin``, which adds the test-call page (a runs feature)."""
+
+    form = ToolForm
+    list_display = ("name", "title", "catalog", "handler_name", "execution_mode", "enabled", "version", "updated_at")
+    list_filter = (
+        "enabled",
+        "backend_kind",
+        "execution_mode",
+        "task_support",
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("name", "title", "description", "tenant__slug")
+    list_select_related = ("tenant",)
+    autocomplete_fields = ("tenant",)
+    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "title", "description", "enabled")}),
+        ("Schemas", {"fields": ("input_schema", "output_schema")}),
+        (
+            "Annotations",
+            {
+                "fields": ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"),
+                "description": "Hints for clients; leave unknown to omit them from tools/list.",
+            },
+        ),
+        ("Presentation and matching", {"fields": ("icons", "tags")}),
+        (
+            "Backend",
+            {
+                "fields": (
+                    "backend_kind",
+                    "handler",
+                    "backend_config",
+                    "execution_mode",
+                    "task_support",
+                    "timeout_seconds",
+                )
+            },
+        ),
+        ("History", {"fields": ("version", "created_at", "updated_at")}),
+    )
+    preview_fieldset = (
+        "MCP preview",
+        {"fields": ("mcp_preview",), "description": "The saved tool exactly as tools/list shows it to clients."},
+    )
+
+    def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
+        return self.fieldsets if obj is None else (*self.fieldsets, self.preview_fieldset)
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        if admin_scope(request).platform:
+            return (CatalogFilter, *self.list_filter)
+        return self.list_filter
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> ModelChoiceField | None:
+        _require_tenant_for_tenant_admins(db_field, request, kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    @admin.display(description="Catalog", ordering="tenant__slug")
+    def catalog(self, obj: Tool) -> str:
+        return "platform" if obj.tenant_id is None else f"private: {obj.tenant}"
+
+    @admin.display(description="Handler")
+    def handler_name(self, obj: Tool) -> str:
+        config = obj.backend_config if isinstance(obj.backend_config, dict) else {}
+        return str(config.get("handler", "-"))
+
+    @admin.display(description="tools/list entry")
+    def mcp_preview(self, obj: Tool) -> SafeString | str:
+        # Read again: on a form with errors, obj carries the rejected edits.
+        saved = Tool.objects.filter(pk=obj.pk).first() if obj.pk is not None else None
+        if saved is None:
+            return "Save the tool to see its preview."
+        text = json.dumps(ToolSpec.from_model(saved).wire, indent=2, ensure_ascii=False)
+        note = "" if saved.enabled else "Disabled: clients do not see this tool until it is enabled."
+        return format_html('<pre class="mcp-preview" style="{}">{}</pre>{}', PREVIEW_STYLE, text, note)
+
+
+@admin.register(AccessRule)
+class AccessRuleAdmin(TenantScopedAdmin):
+    tenant_lookup = "owner"
+    tenant_id_attr = "owner_id"
+
+    form = AccessRuleForm
+    list_display = ("__str__", "effect", "target", "applies_to", "managed_by", "narrowed_to", "note", "updated_at")
+    list_display_links = ("__str__",)
+    list_filter = ("effect", ("tenant", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("tool__name", "tool_pattern", "note", "tenant__slug")
+    list_select_related = ("tool", "tenant", "owner")
+    autocomplete_fields = ("tool", "tenant", "owner", "api_keys")
+    readonly_fields = ("created_at", "updated_at", "created_by")
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": ("effect", "tool", "tool_pattern"),
+                "description": "Target one tool, or tools by pattern: a glob on names ('demo.*', '*', or an "
+                "exact name) or tag:<label>. Deny wins over allow; with no matching allow a tool is hidden.",
+            },
+        ),
+        ("Who it applies to", {"fields": ("tenant", "owner", "api_keys", "scopes")}),
+        (None, {"fields": ("note",)}),
+        ("History", {"fields": ("created_at", "updated_at", "created_by")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AccessRule]:
+        return super().get_queryset(request).prefetch_related("api_keys")
+
+    def get_fieldsets(self, request: HttpRequest, obj: AccessRule | None = None) -> Any:
+        if admin_scope(request).platform:
+            return self.fieldsets
+        # A tenant admin's rules are owned by the tenant they apply to (set by the form).
+        return tuple(
+            (name, {**options, "fields": tuple(f for f in options["fields"] if f != "owner")})
+            for name, options in self.fieldsets
+        )
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        if admin_scope(request).platform:
+            return (*self.list_filter, ManagedByFilter)
+        return self.list_filter
+
+    def get_form(
+        self, request: HttpRequest, obj: AccessRule | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.owned_by_tenant = not admin_scope(request).platform  # type: ignore[attr-defined]
+        return form
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> ModelChoiceField | None:
+        _require_tenant_for_tenant_admins(db_field, request, kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def save_model(self, request: HttpRequest, obj: AccessRule, form: ModelForm, change: bool) -> None:
+        if not change:
+            obj.created_by = request.user  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="Target")
+    def target(self, obj: AccessRule) -> str:
+        return obj.tool.name if obj.tool is not None else obj.tool_pattern
+
+    @admin.display(description="Tenant", ordering="tenant__slug")
+    def applies_to(self, obj: AccessRule) -> str:
+        return obj.tenant.slug if obj.tenant is not None else "all tenants"
+
+    @admin.display(description="Managed by", ordering="owner__slug")
+    def managed_by(self, obj: AccessRule) -> str:
+        return obj.owner.slug if obj.owner is not None else "platform"
+
+    @admin.display(description="Narrowed to")
+    def narrowed_to(self, obj: AccessRule) -> str:
+        parts = [f"key {key.name}" for key in obj.api_keys.all()]
+        parts += [f"scope {scope}" for scope in obj.scopes or []]
+        return ", ".join(parts) or "-"

@@ -1,0 +1,77 @@
+"""The backend kinds the catalog accepts, and how a tool's backend settings are checked.
+
+A tool names the backend that runs it (``Tool.backend_kind``) and that backend's settings.
+The catalog must refuse settings that cannot work, but the backends sit above the catalog
+(they run its tools), so the catalog never imports them: each backend kind registers its
+checks here when ``tools_app.backends`` is imported at start-up, and the catalog (model
+validation, forms) asks this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class BackendConfigError(ValueError):
+    """A backend configuration cannot work; the message is shown to the admin."""
+
+
+def _no_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
+    """Settings that name nothing outside the tool need no reference check."""
+
+
+def _no_choices() -> dict[str, list[str]]:
+    return {}
+
+
+@dataclass(frozen=True)
+class BackendKind:
+    """What the catalog needs to know of one backend kind.
+
+    ``validate_config(config)`` raises BackendConfigError for settings that cannot work;
+    ``check_references(config, tenant_id=...)`` raises it when they name something (a
+    secret, an upstream server) the tool's tenant does not have; ``config_choices()`` maps
+    a setting to the values it may take (the python backend's registered handler names),
+    for forms to offer as a select.
+    """
+
+    name: str
+    validate_config: Callable[[dict[str, Any]], None]
+    check_references: Callable[..., None] = _no_references
+    config_choices: Callable[[], dict[str, list[str]]] = field(default=_no_choices)
+
+
+_kinds: dict[str, BackendKind] = {}
+
+
+def register(kind: BackendKind) -> None:
+    _kinds[kind.name] = kind
+
+
+def kind_for(name: str) -> BackendKind:
+    """The registered kind; BackendConfigError for a name nobody registered."""
+    try:
+        return _kinds[name]
+    except KeyError:
+        raise BackendConfigError(f"unknown backend kind {name!r}") from None
+
+
+def config_choices(name: str, setting: str) -> list[str]:
+    """The values ``setting`` of backend ``name`` may take ([] when it is free or unknown)."""
+    kind = _kinds.get(name)
+    return kind.config_choices().get(setting, []) if kind is not None else []
+
+
+def backend_config_errors(kind_name: str, config: Any, *, tenant_id: int | None) -> list[str]:
+    """Problems with a tool's backend settings; [] when they are usable."""
+    if not isinstance(config, dict):
+        return ["The backend configuration must be a JSON object."]
+    try:
+        kind = kind_for(kind_name)
+        kind.validate_config(config)
+        kind.check_references(config, tenant_id=tenant_id)
+    except BackendConfigError as exc:
+        return [str(exc)]
+    return []

@@ -1,0 +1,196 @@
+"""Admin forms for tools and access rules."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, ClassVar, cast
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput, JSONString  # type: ignore[attr-defined]
+
+from tenants.forms import ScopeListField
+from tools_app.catalog.backend_kinds import config_choices
+from tools_app.catalog.models import AccessRule, Tool
+
+JSON_TEXTAREA_ATTRS = {
+    "rows": 12,
+    "cols": 90,
+    "spellcheck": "false",
+    "style": "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre;",
+}
+
+
+class PrettyJSONField(forms.JSONField):
+    """JSON edited as indented text; a parse error says where it is.
+
+    ``empty`` is what a blank box means (None, [] or {}).
+    """
+
+    def __init__(self, *, empty: Any = None, rows: int = 12, **kwargs: Any) -> None:
+        self.empty = empty
+        kwargs.setdefault("widget", forms.Textarea(attrs={**JSON_TEXTAREA_ATTRS, "rows": rows}))
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return copy.deepcopy(self.empty)
+        if isinstance(value, list | dict | int | float | JSONString):
+            return value
+        try:
+            converted = json.loads(value, cls=self.decoder)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                "This is not valid JSON: %(problem)s at line %(line)d, column %(column)d.",
+                code="invalid",
+                params={"problem": exc.msg, "line": exc.lineno, "column": exc.colno},
+            ) from None
+        return JSONString(converted) if isinstance(converted, str) else converted
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, InvalidJSONInput):
+            return value
+        if value is None and self.empty is None:
+            return ""
+        return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
+
+
+def handler_names() -> list[str]:
+    """The python backend's registered handlers (it registers them with the catalog)."""
+    return config_choices("python", "handler")
+
+
+def handler_choices(current: str | None = None) -> list[tuple[str, str]]:
+    names = handler_names()
+    choices = [("", "---------")] + [(name, name) for name in names]
+    if current and current not in names:
+        # Keep a handler that is gone visible instead of silently selecting another one.
+        choices.append((current, f"{current} (not registered)"))
+    return choices
+
+
+class ToolForm(forms.ModelForm):
+    """A tool with its JSON fields as pretty-printed text and the python handler as a select."""
+
+    handler = forms.ChoiceField(
+        required=False,
+        help_text="For the python backend: the registered handler that runs this tool.",
+    )
+    input_schema = PrettyJSONField(
+        label="Input schema",
+        help_text='JSON Schema (2020-12 unless "$schema" says otherwise) of the arguments; the root is '
+        '{"type": "object", ...}.',
+        rows=16,
+    )
+    output_schema = PrettyJSONField(
+        label="Output schema",
+        required=False,
+        help_text="Optional JSON Schema of the structured result; leave empty for none.",
+    )
+    icons = PrettyJSONField(
+        required=False, empty=[], rows=4, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].'
+    )
+    tags = PrettyJSONField(
+        required=False, empty=[], rows=3, help_text='Labels access rules can match with tag:<label>, e.g. ["demo"].'
+    )
+    backend_config = PrettyJSONField(
+        label="Backend settings",
+        required=False,
+        empty={},
+        rows=4,
+        help_text="Further settings of the backend as a JSON object. For the python backend the handler "
+        "comes from the select above.",
+    )
+
+    class Meta:
+        model = Tool
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.initial.get("backend_config")
+        current = config.get("handler") if isinstance(config, dict) else None
+        if "handler" in self.fields:
+            cast(forms.ChoiceField, self.fields["handler"]).choices = handler_choices(
+                current if isinstance(current, str) else None
+            )
+            if isinstance(current, str):
+                self.initial.setdefault("handler", current)
+        if isinstance(config, dict) and "handler" in config and "backend_config" in self.fields:
+            self.initial["backend_config"] = {k: v for k, v in config.items() if k != "handler"}
+
+    def clean_handler(self) -> str:
+        name: str = self.cleaned_data.get("handler", "")
+        if name and name not in handler_names():
+            raise ValidationError(
+                "The handler %(name)r is not registered in this deployment; choose another one.",
+                code="unregistered",
+                params={"name": name},
+            )
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        self._check_name_is_free(cleaned)
+        config = cleaned.get("backend_config")
+        if cleaned.get("backend_kind") == Tool.Backend.PYTHON and isinstance(config, dict):
+            handler = cleaned.get("handler")
+            if handler:
+                cleaned["backend_config"] = {**config, "handler": handler}
+            elif not self.has_error("handler"):
+                self.add_error("handler", "Choose the handler that runs this tool.")
+        return cleaned
+
+    def _check_name_is_free(self, cleaned: dict[str, Any]) -> None:
+        # The database constraints say the same, but their generic message names the
+        # constraint; this one says which catalog the name clashes in.
+        name, tenant = cleaned.get("name"), cleaned.get("tenant")
+        if not name or self.has_error("tenant"):
+            return
+        clashes = Tool.objects.filter(name=name, tenant=tenant).exclude(pk=self.instance.pk)
+        if clashes.exists():
+            if tenant is None:
+                self.add_error("name", f"A platform tool named {name!r} already exists.")
+            else:
+                self.add_error("name", f"{tenant} already has a private tool named {name!r}.")
+
+    def _update_errors(self, errors: ValidationError) -> None:
+        # Without a usable handler the model also complains about backend_config; the
+        # handler select already says it, once is enough.
+        if self.has_error("handler") and hasattr(errors, "error_dict"):
+            errors.error_dict.pop("backend_config", None)
+            if not errors.error_dict:
+                return
+        super()._update_errors(errors)  # type: ignore[misc]
+
+
+class AccessRuleForm(forms.ModelForm):
+    """``owned_by_tenant`` is set by the admin for tenant admins: their rules are owned by
+    (and apply to) the tenant they pick, and the model's checks for tenant-owned rules apply.
+    """
+
+    owned_by_tenant: ClassVar[bool] = False
+
+    scopes = ScopeListField(help_text="Narrow the rule to keys holding any of these scopes (spaces or commas).")
+
+    class Meta:
+        model = AccessRule
+        fields = "__all__"
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
+        tenant = cleaned.get("tenant")
+        if self.owned_by_tenant:
+            # Before the model's clean() runs, so its owner checks see the owner.
+            self.instance.owner = tenant
+        keys = cleaned.get("api_keys")
+        if tenant is not None and keys:
+            strangers = sorted(key.name for key in keys if key.tenant_id != tenant.pk)
+            if strangers:
+                self.add_error("api_keys", f"These keys belong to another tenant: {', '.join(strangers)}.")
+        return cleaned

@@ -1,0 +1,160 @@
+"""Writes about tools and access rules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from tenants.models import ApiKey, Tenant
+from tools_app.catalog.definitions import ToolDefinition
+from tools_app.catalog.models import AccessRule, Tool
+
+
+@transaction.atomic
+def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant | None = None) -> Tool:
+    """Create or update a tool from a pack definition (idempotent: unchanged tools keep their version)."""
+    fields = {
+        "title": definition.title,
+        "description": definition.description,
+        "input_schema": definition.input_schema,
+        "output_schema": definition.output_schema,
+        "read_only_hint": definition.annotations.get("readOnlyHint"),
+        "destructive_hint": definition.annotations.get("destructiveHint"),
+        "idempotent_hint": definition.annotations.get("idempotentHint"),
+        "open_world_hint": definition.annotations.get("openWorldHint"),
+        "tags": tags,
+        "backend_kind": Tool.Backend.PYTHON,
+        "backend_config": {"handler": definition.handler},
+        "execution_mode": definition.execution_mode,
+        "task_support": definition.task_support,
+        "timeout_seconds": definition.timeout_seconds,
+    }
+    tool = Tool.objects.filter(tenant=tenant, name=definition.name).first()
+    if tool is None:
+        tool = Tool(tenant=tenant, name=definition.name, **fields)
+        tool.full_clean()
+        tool.save()
+        return tool
+    changed = [name for name, value in fields.items() if getattr(tool, name) != value]
+    if changed:
+        for name in changed:
+            setattr(tool, name, fields[name])
+        tool.full_clean()
+        tool.save()
+    return tool
+
+
+@transaction.atomic
+def access_rule_grant_pattern(*, tenant: Tenant | None, pattern: str, note: str = "") -> AccessRule:
+    """An allow rule for a pattern (idempotent)."""
+    rule, _ = AccessRule.objects.get_or_create(
+        effect=AccessRule.Effect.ALLOW,
+        tool=None,
+        tool_pattern=pattern,
+        tenant=tenant,
+        owner=None,
+        defaults={"note": note},
+    )
+    return rule
+
+
+def tool_check(tool: Tool) -> None:
+    """Raise ValidationError (messages per field) unless ``tool`` could be saved as it is.
+
+    The same checks as the admin's form: field types and ranges, the schema and backend
+    checks of ``tool_field_errors``, and a name that is free in its catalog. Saves nothing,
+    so it doubles as the API's dry run.
+    """
+    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
+    errors: dict[str, list[Any]] = {}
+    try:
+        # The unique constraints' generic message names the constraint; the check below
+        # says which catalog the name clashes in.
+        tool.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    if "name" not in errors and "tenant" not in errors:
+        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
+        clashes = Tool.objects.filter(name=tool.name, tenant_id=tool.tenant_id).exclude(pk=tool.pk)  # type: ignore[misc]
+        if clashes.exists():
+            where = "the platform catalog" if tool.tenant_id is None else f"tenant {tool.tenant}"
+            errors["name"] = [f"A tool named {tool.name!r} already exists in {where}."]
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def tool_create(*, tenant: Tenant | None, fields: dict[str, Any]) -> Tool:
+    """A new tool, private to ``tenant`` or (None) in the platform catalog."""
+    tool = Tool(tenant=tenant, **fields)
+    tool_check(tool)
+    tool.save()
+    return tool
+
+
+@transaction.atomic
+def tool_update(*, tool: Tool, changes: dict[str, Any]) -> Tool:
+    """Apply ``changes`` to a tool's fields; its version moves on with the save."""
+    for name, value in changes.items():
+        setattr(tool, name, value)
+    tool_check(tool)
+    tool.save()
+    return tool
+
+
+@transaction.atomic
+def tool_delete(*, tool: Tool) -> None:
+    tool.delete()
+
+
+def access_rule_check(rule: AccessRule, api_keys: Iterable[ApiKey]) -> None:
+    """Raise ValidationError (per field) unless ``rule`` with these keys could be saved."""
+    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
+    errors: dict[str, list[Any]] = {}
+    try:
+        # clean() states both check constraints in words; their own messages only name them.
+        rule.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    if rule.tenant_id is not None:
+        strangers = sorted(key.name for key in api_keys if key.tenant_id != rule.tenant_id)
+        if strangers:
+            errors.setdefault("api_keys", []).append(f"These keys belong to another tenant: {', '.join(strangers)}.")
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def access_rule_create(
+    *, fields: dict[str, Any], api_keys: list[ApiKey] | None = None, created_by: User | None = None
+) -> AccessRule:
+    """A new rule; ``fields`` are the model's (effect, tool, tool_pattern, tenant, owner, scopes, note)."""
+    rule = AccessRule(**fields, created_by=created_by)
+    access_rule_check(rule, api_keys or [])
+    rule.save()
+    if api_keys:
+        rule.api_keys.set(api_keys)
+    return rule
+
+
+@transaction.atomic
+def access_rule_update(
+    *, rule: AccessRule, changes: dict[str, Any], api_keys: list[ApiKey] | None = None
+) -> AccessRule:
+    """Apply ``changes``; ``api_keys`` (when not None) replaces the rule's key list."""
+    for name, value in changes.items():
+        setattr(rule, name, value)
+    access_rule_check(rule, rule.api_keys.all() if api_keys is None else api_keys)
+    rule.save()
+    if api_keys is not None:
+        rule.api_keys.set(api_keys)
+    return rule
+
+
+@transaction.atomic
+def access_rule_delete(*, rule: AccessRule) -> None:
+    rule.delete()

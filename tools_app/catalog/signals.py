@@ -1,0 +1,45 @@
+"""Fan-out only: any write to a model that shapes a tenant's tool view reports it.
+
+Signals (not services) are the hook because changes arrive from the admin, the API,
+management commands and shells alike; the work itself happens after commit in
+``tools_app.changes``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.signals import m2m_changed, post_delete, post_save
+from django.dispatch import receiver
+
+from tenants.models import ApiKey, Tenant
+from tools_app.catalog.changes import catalog_changed
+from tools_app.catalog.models import AccessRule, Tool
+
+
+@receiver([post_save, post_delete], sender=Tool)
+def _tool_changed(instance: Tool, **_: Any) -> None:
+    catalog_changed(instance.tenant_id)
+
+
+@receiver([post_save, post_delete], sender=AccessRule)
+def _rule_changed(instance: AccessRule, **_: Any) -> None:
+    catalog_changed(instance.tenant_id)
+
+
+@receiver(m2m_changed, sender=AccessRule.api_keys.through)
+def _rule_keys_changed(instance: AccessRule | ApiKey, **_: Any) -> None:
+    # Either side of the relation may be the instance; both carry the tenant.
+    catalog_changed(instance.tenant_id)
+
+
+@receiver([post_save, post_delete], sender=ApiKey)
+def _key_changed(instance: ApiKey, **_: Any) -> None:
+    catalog_changed(instance.tenant_id)
+
+
+@receiver([post_save, post_delete], sender=Tenant)
+def _tenant_changed(instance: Tenant, **_: Any) -> None:
+    # Reported as a change for everyone: a new tenant must clear "unknown slug" entries, and
+    # a renamed or deleted one can no longer be found by its old slug. Tenants change rarely.
+    catalog_changed(None)

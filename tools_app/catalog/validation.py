@@ -1,0 +1,79 @@
+"""Field checks for tools and access rules, shared by model.clean(), the admin and services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from tools_app.catalog.backend_kinds import backend_config_errors
+from tools_app.catalog.schemas import SchemaProblem, check_object_schema
+
+ICON_THEMES = ("light", "dark")
+
+
+def check_icons(icons: Any) -> None:
+    if not isinstance(icons, list):
+        raise ValidationError('Icons must be a JSON list of objects like {"src": "https://…"}.')
+    for index, icon in enumerate(icons):
+        where = f"icon #{index + 1}"
+        if not isinstance(icon, dict) or not isinstance(icon.get("src"), str):
+            raise ValidationError(f"{where}: each icon needs a string 'src'.")
+        if not icon["src"].startswith(("https://", "data:")):
+            raise ValidationError(f"{where}: 'src' must be an https: or data: URI.")
+        unknown = set(icon) - {"src", "mimeType", "sizes", "theme"}
+        if unknown:
+            raise ValidationError(f"{where}: unknown keys {sorted(unknown)}; allowed: src, mimeType, sizes, theme.")
+        if "mimeType" in icon and not isinstance(icon["mimeType"], str):
+            raise ValidationError(f"{where}: 'mimeType' must be a string.")
+        if "sizes" in icon and not (isinstance(icon["sizes"], list) and all(isinstance(s, str) for s in icon["sizes"])):
+            raise ValidationError(f"{where}: 'sizes' must be a list of strings such as [\"48x48\"].")
+        if "theme" in icon and icon["theme"] not in ICON_THEMES:
+            raise ValidationError(f"{where}: 'theme' must be 'light' or 'dark'.")
+
+
+def check_string_list(value: Any, *, what: str) -> None:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ValidationError(f"{what} must be a JSON list of non-empty strings.")
+
+
+def tool_field_errors(
+    *,
+    input_schema: Any,
+    output_schema: Any,
+    icons: Any,
+    tags: Any,
+    backend_kind: str,
+    backend_config: Any,
+    description: str,
+    tenant_id: int | None = None,
+) -> dict[str, list[str]]:
+    """Problems per field name; empty when the tool definition is usable.
+
+    ``tenant_id`` is the tool's tenant: backends check that what their settings refer to
+    (secrets, upstream servers) exists in that tenant's scope.
+    """
+    errors: dict[str, list[str]] = {}
+
+    def add(field: str, message: str) -> None:
+        errors.setdefault(field, []).append(message)
+
+    if not (description or "").strip():
+        add("description", "A description is required: models use it to decide when to call the tool.")
+    try:
+        check_object_schema(input_schema, label="inputSchema")
+    except SchemaProblem as exc:
+        add("input_schema", str(exc))
+    if output_schema is not None:
+        try:
+            check_object_schema(output_schema, label="outputSchema")
+        except SchemaProblem as exc:
+            add("output_schema", str(exc))
+    for field, check in (("icons", lambda: check_icons(icons)), ("tags", lambda: check_string_list(tags, what="Tags"))):
+        try:
+            check()
+        except ValidationError as exc:
+            add(field, exc.messages[0])
+    for message in backend_config_errors(backend_kind, backend_config, tenant_id=tenant_id):
+        add("backend_config", message)
+    return errors

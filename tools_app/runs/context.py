@@ -1,0 +1,93 @@
+"""ToolContext: what a running handler can do besides returning a result.
+
+The same interface serves inline calls (in the ASGI process) and calls run on Celery
+workers; only the ``CallLink`` behind it differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from audit.models import Outcome
+from mcp_platform.mcp import loglevels
+from mcp_platform.mcp.calls import CallLink, ClientRequestError
+from tools_app.backends.results import ToolError
+
+
+class ToolContext:
+    def __init__(self, link: CallLink, *, tool_name: str) -> None:
+        self._link = link
+        self.tool_name = tool_name
+        self._last_progress: float | None = None
+        # Set by the backend when the handler's code has really returned (a blocking handler
+        # keeps running in its thread after its awaiting task was cancelled).
+        self.handler_returned = threading.Event()
+        self.blocking = False  # True: the handler runs in a thread and sets handler_returned itself
+        # How the call ended, for the invocation log (set by tools_app.runs.execution.execute).
+        self.outcome = Outcome.COMPLETED
+        self.error_message = ""
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client cancelled the call; long handlers should check it and stop."""
+        return self._link.cancelled.is_set()
+
+    async def wait_cancelled(self, timeout: float | None = None) -> bool:
+        try:
+            await asyncio.wait_for(self._link.cancelled.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send notifications/progress if the client asked for it (a progressToken)."""
+        if self._link.progress_token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            raise ValueError(f"progress must increase (was {self._last_progress}, got {progress})")
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self._link.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._link.notify("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
+        """Send notifications/message when the session's log level lets it through."""
+        if not loglevels.is_level(level):
+            raise ValueError(f"unknown log level {level!r}")
+        if not self._link.log_enabled(level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._link.notify("notifications/message", params)
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
+        """Ask the user for input (form mode); returns ``{action, content?}``."""
+        if "elicitation" not in self._link.client_capabilities:
+            raise ToolError("This tool needs to ask the user for input, but the client does not support elicitation.")
+        return await self._client_request(
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}
+        )
+
+    async def sample(self, messages: list[dict[str, Any]], *, max_tokens: int, **options: Any) -> dict[str, Any]:
+        """Ask the client's model for a completion (sampling/createMessage)."""
+        if "sampling" not in self._link.client_capabilities:
+            raise ToolError("This tool needs the client's model (sampling), but the client does not support it.")
+        return await self._client_request(
+            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **options}
+        )
+
+    async def close_stream(self) -> None:
+        """End the HTTP response now; the client reconnects and gets later events (SEP-1699)."""
+        await self._link.close_stream()
+
+    async def _client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self._link.request(method, params)
+        except ClientRequestError as exc:
+            raise ToolError(f"The client could not complete {method}: {exc}") from None

@@ -1,0 +1,110 @@
+"""Handing a call to a Celery worker: a background call (relayed on its POST) or an MCP task.
+
+A worker appends the call's progress, requests and final response to the call's event log
+(through the engine's relay); the POST that started it relays that log to the client. The
+log is also the replay buffer, so a client that reconnects elsewhere, or an ASGI process
+that dies, loses nothing. The POST gives up only after the tool's timeout plus the queue
+allowance, and then records the call as failed so it can never stay "working".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+
+from audit.models import Outcome
+from mcp_platform.mcp.calls import CallLink, Relayed
+from tenants.principal import Principal
+from tools_app.backends.results import error_result
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.execution import argument_problem
+from tools_app.runs.models import ToolRun
+from tools_app.runs.selectors import task_view
+from tools_app.runs.services import cancel_run, finish_and_signal, run_create
+from tools_app.runs.tasks import execute_run
+
+LONG_QUEUE = "toolbay.long"
+SHORT_QUEUE = "toolbay.short"
+
+
+def queue_for(tool: ToolSpec) -> str:
+    return LONG_QUEUE if tool.timeout_seconds > settings.TOOLBAY_LONG_CALL_SECONDS else SHORT_QUEUE
+
+
+def _enqueue(run_id: str, tool: ToolSpec) -> None:
+    # Celery's hard limit is only the backstop; the worker enforces timeout and grace itself.
+    hard_limit = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + 30
+    execute_run.apply_async(args=[run_id], queue=queue_for(tool), time_limit=hard_limit)
+
+
+def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
+    """Create the run and queue it once the row is committed (a worker must find it)."""
+    with transaction.atomic():
+        run = run_create(tool=tool, **fields)
+        transaction.on_commit(functools.partial(_enqueue, run.id, tool))
+    return run
+
+
+def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink) -> dict[str, Any]:
+    """Where the run's messages go and what the worker's context knows of the client."""
+    return dict(
+        principal=principal,
+        arguments=arguments,
+        session_id=link.session_id,
+        stream_id=link.stream_id,
+        request_id=link.request_id,
+        progress_token=link.progress_token,
+        client_capabilities=link.client_capabilities,
+        log_level=link.log_level,
+    )
+
+
+async def call_in_background(
+    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink
+) -> Relayed:
+    after = await link.open_stream()
+    run = await sync_to_async(run_start)(tool=tool, is_task=False, **_run_fields(principal, arguments, link))
+    link.on_cancel = functools.partial(cancel_run, run.id)
+    patience = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS
+    try:
+        async with asyncio.timeout(patience):
+            return await link.relay(after)
+    except TimeoutError:
+        await finish_and_signal(
+            run.id,
+            status=ToolRun.Status.FAILED,
+            result=error_result(
+                f"Tool '{tool.name}' did not finish: no worker completed it within {patience:g} "
+                "seconds. It was not retried."
+            ),
+            message="No worker completed the call in time",
+        )
+        async with asyncio.timeout(10):  # the final event is in the log now, from us or the worker
+            return await link.relay(after)
+
+
+async def create_task(
+    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+) -> dict[str, Any]:
+    """Start a legacy (2025-11-25) MCP task; returns its CreateTaskResult."""
+    ttl = min(ttl_ms if ttl_ms is not None else settings.MCP_TASK_DEFAULT_TTL_MS, settings.MCP_TASK_MAX_TTL_MS)
+    fields = {**_run_fields(principal, arguments, link), "is_task": True, "ttl_ms": ttl}
+    problem = argument_problem(tool, arguments)
+    if problem is not None:
+        run = await sync_to_async(run_create)(tool=tool, **fields)
+        await finish_and_signal(
+            run.id,
+            status=ToolRun.Status.FAILED,
+            result=problem,
+            message="Invalid arguments",
+            outcome=Outcome.INVALID_ARGUMENTS,
+        )
+    else:
+        run = await sync_to_async(run_start)(tool=tool, **fields)
+    await run.arefresh_from_db()
+    return {"task": task_view(run)}

@@ -1,0 +1,108 @@
+"""Running one tool call: argument validation, the backend, timeout, retries, result checks.
+
+Every failure a model could act on comes back as a result with ``isError: true`` and a
+message; nothing here lets a stack trace reach the client. The same ``execute`` runs inline
+calls in the ASGI process (``tools_app.runs.host``) and background calls on Celery workers
+(``tools_app.runs.worker``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from typing import Any
+
+from django.conf import settings
+
+from audit.models import Outcome
+from tools_app.backends.base import BackendError
+from tools_app.backends.registry import backend_for
+from tools_app.backends.results import ToolError, error_result, normalize
+from tools_app.catalog.schemas import describe_error, first_error
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.context import ToolContext
+
+log = logging.getLogger(__name__)
+
+
+def argument_problem(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    problem = first_error(tool.input_validator, arguments)
+    if problem is None:
+        return None
+    return error_result(describe_error(problem, subject="arguments") + f". Check the inputSchema of '{tool.name}'.")
+
+
+async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
+    """Run an already-validated call under the tool's timeout; always returns a CallToolResult
+    (and leaves how it ended in ``ctx.outcome`` / ``ctx.error_message``)."""
+    try:
+        async with asyncio.timeout(tool.timeout_seconds):
+            output = await _call_with_retries(tool, arguments, ctx)
+        result = _check_output(tool, normalize(output, has_output_schema=tool.output_schema is not None))
+    except TimeoutError:
+        return _ended(
+            ctx,
+            Outcome.TIMED_OUT,
+            error_result(f"Tool '{tool.name}' timed out after {tool.timeout_seconds:g} seconds."),
+        )
+    except ToolError as exc:
+        return _ended(ctx, Outcome.ERROR, error_result(str(exc)))
+    except BackendError as exc:
+        return _ended(ctx, Outcome.ERROR, error_result(f"Tool '{tool.name}' failed: {exc}"))
+    except Exception:
+        reference = secrets.token_hex(4)
+        log.exception("tool %s failed (reference %s)", tool.name, reference)
+        text = f"Tool '{tool.name}' failed with an internal error (reference {reference})."
+        return _ended(ctx, Outcome.FAILED, error_result(text))
+    if result.get("isError"):
+        content = result.get("content") or [{}]
+        return _ended(
+            ctx, Outcome.ERROR, result, str(content[0].get("text", "")) if isinstance(content[0], dict) else ""
+        )
+    return result
+
+
+def _ended(ctx: ToolContext, outcome: Outcome, result: dict[str, Any], message: str | None = None) -> dict[str, Any]:
+    ctx.outcome = outcome
+    ctx.error_message = message if message is not None else result["content"][0]["text"]
+    return result
+
+
+async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+    backend = backend_for(tool.backend_kind)
+    # Only idempotent tools may run twice: a retry of anything else could repeat a side effect.
+    retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
+    attempt = 0
+    while True:
+        ctx.handler_returned.clear()
+        try:
+            return await backend.call(tool, arguments, ctx)
+        except BackendError as exc:
+            if not exc.retryable or attempt >= retries or ctx.cancelled:
+                raise
+            delay = settings.TOOLBAY_RETRY_BACKOFF_SECONDS * (2**attempt)
+            attempt += 1
+            log.warning(
+                "tool %s: transient failure (%s); retry %d/%d in %.2fs", tool.name, exc, attempt, retries, delay
+            )
+            await asyncio.sleep(delay)
+        finally:
+            if not ctx.blocking:
+                ctx.handler_returned.set()  # an awaited backend has stopped once its await ended
+
+
+def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:
+    validator = tool.output_validator
+    if validator is None or result.get("isError"):
+        return result
+    if "structuredContent" not in result:
+        return error_result(f"Tool '{tool.name}' returned no structuredContent although it declares an outputSchema.")
+    problem = first_error(validator, result["structuredContent"])
+    if problem is not None:
+        log.warning("tool %s broke its outputSchema: %s", tool.name, problem.message)
+        return error_result(
+            f"Tool '{tool.name}' produced output that does not match its outputSchema: "
+            + describe_error(problem, subject="output")
+        )
+    return result

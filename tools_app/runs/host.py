@@ -1,0 +1,214 @@
+"""The platform side of the MCP engine (``mcp_platform.mcp.host.ToolHost``): identities,
+tools and tasks, from the tenant directory, the catalog and the runs."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from audit.models import Outcome
+from audit.recorder import invocation, recorder
+from mcp_platform.mcp.calls import CallLink
+from mcp_platform.mcp.host import AuthError
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
+from mcp_platform.mcp.relay import RELATED_TASK
+from tenants.auth import AuthFailure, TenantDirectory
+from tenants.principal import Principal
+from tools_app.catalog.cache import CatalogCache
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import limits
+from tools_app.runs.context import ToolContext
+from tools_app.runs.delivery import relay
+from tools_app.runs.dispatch import call_in_background, create_task
+from tools_app.runs.execution import argument_problem, execute
+from tools_app.runs.models import ToolRun
+from tools_app.runs.selectors import run_of, runs_of, task_view
+from tools_app.runs.services import cancel_run
+
+TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A call's result and how it ended; ``outcome`` is None when a worker ran it (and
+    recorded it)."""
+
+    result: Any
+    outcome: Outcome | None
+    message: str = ""
+
+
+class PlatformToolHost:
+    def __init__(self, directory: TenantDirectory, catalog: CatalogCache) -> None:
+        self._directory = directory
+        self._cache = catalog
+
+    async def authenticate(self, endpoint: str, authorization: str | None) -> Principal:
+        try:
+            return await self._directory.authenticate(endpoint, authorization)
+        except AuthFailure as exc:
+            if exc.tenant_id is not None and recorder.allow_denied(f"{exc.tenant_id}:refused"):
+                recorder.add(
+                    invocation(
+                        tenant_id=exc.tenant_id,
+                        key_id=None,
+                        key_label="(refused credential)",
+                        tool_name="",
+                        outcome=Outcome.DENIED,
+                        error_message=exc.message,
+                        started_at=timezone.now(),
+                    )
+                )
+            raise AuthError(exc.status, exc.message) from None
+
+    async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
+        return (await self._cache.visible(identity)).by_name.get(name)
+
+    async def list_tools(self, identity: Principal) -> list[dict[str, Any]]:
+        visible = await self._cache.visible(identity)
+        return [tool.wire for tool in visible.tools]
+
+    async def revalidate(self, identity: Principal) -> Principal | None:
+        return await self._directory.revalidate(identity)
+
+    async def visible_digest(self, identity: Principal) -> str:
+        return (await self._cache.visible(identity)).digest
+
+    async def task_support(self, identity: Principal, name: str) -> str | None:
+        tool = await self._tool(identity, name)
+        return tool.task_support if tool is not None else None
+
+    async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> Any:
+        tool = await self._tool(identity, name)
+        started_at, clock = timezone.now(), time.perf_counter()
+        record = functools.partial(
+            invocation,
+            tenant_id=identity.tenant_id,
+            key_id=identity.key_id,
+            key_label=identity.label,
+            session_id=link.session_id,
+            client=link.client_info,
+            tool_name=name,
+            arguments=arguments,
+            started_at=started_at,
+        )
+        if tool is None:
+            if recorder.allow_denied(identity.subject):
+                recorder.add(record(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
+            return None
+        record = functools.partial(record, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
+        try:
+            holds_slot = await self._take_slot(identity)
+        except limits.LimitExceeded as exc:
+            recorder.add(record(outcome=Outcome.DENIED, error_message=exc.message))
+            raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        try:
+            finished = await self._run(identity, tool, arguments, link)
+        except asyncio.CancelledError:  # interrupted after the cancellation grace period
+            recorder.add(record(outcome=Outcome.CANCELLED, duration_ms=_ms_since(clock)))
+            raise
+        finally:
+            if holds_slot:
+                await limits.release(identity.tenant_id)
+        if finished.outcome is not None:  # None: a worker ran it and records it
+            outcome = Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
+            recorder.add(record(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock)))
+        return finished.result
+
+    @staticmethod
+    async def _run(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Finished:
+        problem = argument_problem(tool, arguments)
+        if problem is not None:
+            return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
+        if tool.execution_mode == "background":
+            return Finished(await call_in_background(principal, tool, arguments, link), None)
+        ctx = ToolContext(link, tool_name=tool.name)
+        result = await execute(tool, arguments, ctx)
+        return Finished(result, ctx.outcome, ctx.error_message)
+
+    async def _take_slot(self, identity: Principal) -> bool:
+        tenant = self._directory.cached(identity)
+        if tenant is None:
+            return False
+        return await limits.acquire(
+            identity.tenant_id, per_minute=tenant.calls_per_minute, concurrent=tenant.max_concurrent_calls
+        )
+
+    async def create_task(
+        self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+    ) -> dict[str, Any]:
+        tool = await self._tool(identity, name)
+        if tool is None:
+            if recorder.allow_denied(identity.subject):
+                recorder.add(
+                    invocation(
+                        tenant_id=identity.tenant_id,
+                        key_id=identity.key_id,
+                        key_label=identity.label,
+                        session_id=link.session_id,
+                        client=link.client_info,
+                        tool_name=name,
+                        arguments=arguments,
+                        outcome=Outcome.DENIED,
+                        error_message="Unknown or forbidden tool",
+                        started_at=timezone.now(),
+                        is_task=True,
+                    )
+                )
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        tenant = self._directory.cached(identity)
+        if tenant is not None:  # tasks count against the rate; they hold no call slot here
+            try:
+                await limits.acquire(identity.tenant_id, per_minute=tenant.calls_per_minute, concurrent=None)
+            except limits.LimitExceeded as exc:
+                raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        return await create_task(identity, tool, arguments, link, ttl_ms)
+
+    async def get_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
+        run = await sync_to_async(run_of)(identity, task_id)
+        return task_view(run) if run is not None else None
+
+    async def task_result(self, identity: Principal, task_id: str) -> dict[str, Any]:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        signals = relay()
+        while not run.is_terminal:
+            # Woken by the run's "done" signal; the timeout re-reads the row in case it was missed.
+            await signals.wait_task_done(task_id, timeout_seconds=2)
+            await run.arefresh_from_db()
+        related = {RELATED_TASK: {"taskId": run.id}}
+        if run.status == ToolRun.Status.CANCELLED:
+            raise JsonRpcError(SERVER_ERROR, f"Task {run.id} was cancelled", data={"_meta": related})
+        if run.error is not None:
+            raise JsonRpcError(
+                run.error.get("code", SERVER_ERROR), run.error.get("message", "Task failed"), data=run.error.get("data")
+            )
+        return {**(run.result or {"content": []}), "_meta": related}
+
+    async def list_tasks(self, identity: Principal, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+        def page() -> list[ToolRun]:
+            return list(runs_of(identity).order_by("-created_at", "id")[offset : offset + limit + 1])
+
+        runs = await sync_to_async(page)()
+        return [task_view(run) for run in runs[:limit]], len(runs) > limit
+
+    async def cancel_task(self, identity: Principal, task_id: str) -> dict[str, Any]:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        cancelled = await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")
+        await run.arefresh_from_db()
+        if not cancelled:
+            raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
+        return task_view(run)
+
+
+def _ms_since(clock: float) -> float:
+    return round((time.perf_counter() - clock) * 1000, 3)

@@ -1,0 +1,77 @@
+"""Background runs: one row per tool call executed on a Celery worker (a background call or
+an MCP task), the call's durable state."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+
+from tenants.models import Tenant
+from tools_app.catalog.models import Tool
+
+
+def new_run_id() -> str:
+    # Doubles as the MCP taskId, which must be unguessable.
+    return secrets.token_urlsafe(18)
+
+
+class ToolRun(models.Model):
+    """One tool call executed on a Celery worker: a background call or an MCP task.
+
+    The row is the call's durable state: a worker that dies, a client that goes away or an
+    ASGI process that restarts all leave it here, and terminal states never change.
+    """
+
+    class Status(models.TextChoices):
+        WORKING = "working", "Working"
+        INPUT_REQUIRED = "input_required", "Input required"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE = (Status.WORKING, Status.INPUT_REQUIRED)
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_run_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_runs")
+    subject = models.CharField(max_length=64, help_text="The credential the run is bound to.")
+    tool = models.ForeignKey(Tool, null=True, on_delete=models.SET_NULL, related_name="runs")
+    tool_name = models.CharField(max_length=128)
+    tool_version = models.PositiveIntegerField()
+    arguments = models.JSONField(default=dict)
+    is_task = models.BooleanField(default=False, help_text="Created by a task-augmented tools/call.")
+    # Where the call's messages go: the MCP session, its POST stream and the request's id.
+    session_id = models.CharField(max_length=128)
+    stream_id = models.CharField(max_length=32)
+    request_id = models.JSONField(null=True)
+    progress_token = models.JSONField(null=True)
+    client_capabilities = models.JSONField(default=dict)
+    log_level = models.CharField(max_length=16, default="info")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.WORKING)
+    status_message = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(
+        null=True, blank=True, help_text="A JSON-RPC error, when the call failed as a protocol error."
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    worker_pid = models.IntegerField(null=True, blank=True)
+    ttl_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        indexes = [
+            models.Index(fields=["tenant", "subject", "is_task", "-created_at"], name="toolrun_owner_recent"),
+            models.Index(fields=["expires_at"], name="toolrun_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} run {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status not in self.ACTIVE

@@ -1,0 +1,144 @@
+"""Writes about runs (Celery-executed calls and MCP tasks): their durable state and outcome.
+
+Transitions are conditional updates, so a terminal state never changes and exactly one
+party (worker, canceller, reaper) gets to record a run's outcome, send its response
+(through the engine's relay) and write its invocation row.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from audit.models import Outcome
+from audit.recorder import record_run
+from tenants.principal import Principal
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.delivery import address_of, relay
+from tools_app.runs.models import ToolRun
+from tools_app.runs.selectors import task_view
+
+
+def run_create(
+    *,
+    principal: Principal,
+    tool: ToolSpec,
+    arguments: dict[str, Any],
+    session_id: str,
+    stream_id: str,
+    request_id: Any,
+    progress_token: Any,
+    client_capabilities: dict[str, Any],
+    log_level: str,
+    is_task: bool,
+    ttl_ms: int | None = None,
+) -> ToolRun:
+    now = timezone.now()
+    expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
+    return ToolRun.objects.create(
+        tenant_id=principal.tenant_id,
+        subject=principal.subject,
+        tool_id=tool.id,
+        tool_name=tool.name,
+        tool_version=tool.version,
+        arguments=arguments,
+        is_task=is_task,
+        session_id=session_id,
+        stream_id=stream_id,
+        request_id=request_id,
+        progress_token=progress_token,
+        client_capabilities=client_capabilities,
+        log_level=log_level,
+        ttl_ms=ttl_ms,
+        expires_at=expires_at,
+    )
+
+
+def run_finish(
+    run_id: str,
+    *,
+    status: str,
+    result: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    message: str = "",
+) -> bool:
+    """Record a terminal outcome; False when the run already had one."""
+    assert status not in ToolRun.ACTIVE
+    return bool(
+        ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(
+            status=status,
+            result=result,
+            error=error,
+            status_message=message,
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+    )
+
+
+def run_set_active_status(run_id: str, status: str) -> bool:
+    """working ↔ input_required, only while the run is active."""
+    assert status in ToolRun.ACTIVE
+    return bool(
+        ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(status=status, updated_at=timezone.now())
+    )
+
+
+def purge_expired_runs() -> int:
+    deleted, _ = ToolRun.objects.filter(expires_at__lt=timezone.now()).delete()
+    return deleted
+
+
+async def finish_and_signal(
+    run_id: str,
+    *,
+    status: str,
+    result: dict[str, Any] | None = None,
+    error: dict[str, Any] | None = None,
+    message: str = "",
+    run: ToolRun | None = None,
+    outcome: Outcome | None = None,
+) -> bool:
+    """Record the outcome and, if this caller recorded it, deliver it and log the invocation.
+    Returns whether it did.
+
+    Pass ``run`` when the caller holds the row already; it saves reading it again.
+    ``outcome`` is the invocation log's finer word for it (timed_out, error, …); by default
+    the status says it.
+    """
+    if not await sync_to_async(run_finish)(run_id, status=status, result=result, error=error, message=message):
+        return False
+    if run is None:
+        run = await ToolRun.objects.select_related("tool").aget(pk=run_id)
+    else:
+        run.status, run.result, run.error, run.status_message = status, result, error, message
+        run.updated_at = run.finished_at = timezone.now()
+    await deliver_outcome(run)
+    await sync_to_async(record_run)(run, outcome or Outcome(status), message)
+    return True
+
+
+async def deliver_outcome(run: ToolRun) -> None:
+    """After a terminal transition: the response (a plain call) or a status notification and
+    the wake-up of ``tasks/result`` (a task). A cancelled call gets no response."""
+    channel, address = relay(), address_of(run)
+    if run.is_task:
+        await channel.task_status(address, task_view(run))
+        await channel.task_done(run.id, run.status)
+    elif run.status == ToolRun.Status.CANCELLED:
+        await channel.respond(address)
+    elif run.error is not None:
+        await channel.respond(address, error=run.error)
+    else:
+        await channel.respond(address, result=run.result or {"content": []})
+
+
+async def cancel_run(run_id: str, reason: str = "Cancelled by the client") -> bool:
+    """Cancel an active run: record it, end its stream without a response, tell the worker."""
+    cancelled = await finish_and_signal(run_id, status=ToolRun.Status.CANCELLED, message=reason)
+    if cancelled:
+        await relay().cancel_runner(run_id)
+    return cancelled

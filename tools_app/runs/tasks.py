@@ -1,0 +1,84 @@
+"""Celery tasks: thin entry points onto the runs services and the worker (ids, not objects).
+
+Task names stay ``tools_app.tasks.*``: messages already queued (and beat schedules) name
+them, so they must survive the module's move.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from celery import shared_task
+from celery.signals import worker_process_init
+from django.conf import settings
+from django.db.models import F
+from django.utils import timezone
+
+from tools_app.backends.results import error_result
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.models import ToolRun
+from tools_app.runs.selectors import stuck_runs
+from tools_app.runs.services import finish_and_signal
+from tools_app.runs.services import purge_expired_runs as purge
+from tools_app.runs.worker import WorkerState, run_in_worker
+
+log = logging.getLogger(__name__)
+
+
+@worker_process_init.connect
+def _in_pool_child(**_: Any) -> None:
+    WorkerState.in_pool_child = True
+
+
+def _fail(run_id: str, text: str) -> None:
+    WorkerState.run(finish_and_signal(run_id, status=ToolRun.Status.FAILED, result=error_result(text), message=text))
+
+
+@shared_task(name="tools_app.tasks.execute_run", acks_late=True, reject_on_worker_lost=True)
+def execute_run(run_id: str) -> None:
+    run = ToolRun.objects.select_related("tool").filter(pk=run_id).first()
+    if run is None or run.is_terminal:
+        return  # cancelled while queued, or a redelivery after the outcome was recorded
+    if run.tool is None:
+        _fail(run_id, f"Tool '{run.tool_name}' was deleted before the call could run.")
+        return
+    tool = ToolSpec.from_model(run.tool)
+    if run.attempts > 0:
+        # Redelivered: the worker process that ran it died mid-call.
+        if not tool.annotations.get("idempotentHint"):
+            _fail(
+                run_id,
+                f"The worker running '{tool.name}' died before it finished. The call was not retried "
+                "because the tool is not marked idempotent; it may have had partial effects.",
+            )
+            return
+        if run.attempts > settings.TOOLBAY_MAX_RETRIES:
+            _fail(run_id, f"The worker running '{tool.name}' died {run.attempts} times; giving up.")
+            return
+        log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
+    run.attempts, run.worker_pid, run.started_at = run.attempts + 1, os.getpid(), timezone.now()
+    ToolRun.objects.filter(pk=run_id).update(
+        attempts=F("attempts") + 1, worker_pid=run.worker_pid, started_at=run.started_at
+    )
+    WorkerState.run(run_in_worker(run, tool))
+
+
+@shared_task(name="tools_app.tasks.purge_expired_runs")
+def purge_expired_runs() -> int:
+    return purge()
+
+
+@shared_task(name="tools_app.tasks.reap_stuck_runs")
+def reap_stuck_runs() -> int:
+    """Fail runs that outlived every limit (e.g. their worker machine vanished)."""
+    reaped = 0
+    for run in stuck_runs():
+        text = f"Tool '{run.tool_name}' did not finish: no worker completed it in time. It was not retried."
+        if async_to_sync(finish_and_signal)(
+            run.id, status=ToolRun.Status.FAILED, result=error_result(text), message=text
+        ):
+            reaped += 1
+    return reaped
