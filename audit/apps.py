@@ -7,3 +7,7 @@ class AuditConfig(AppConfig):
 
     def ready(self) -> None:
         from audit import signals  # noqa: F401  (change audit for the tracked models)
+        from mcp_platform.metrics import register_call_collector
+        from tenants.selectors import tenant_slugs
+
+        register_call_collector(tenant_slugs)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-from audit.context import Actor, acting_as
+from mcp_platform.actors import Actor, acting_as
 
 
 class AuditActorMiddleware:

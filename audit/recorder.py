@@ -23,6 +23,7 @@ from django.utils import timezone
 from audit.models import Invocation
 from audit.redaction import redact_arguments
 from mcp_platform.metrics import CALLS
+from tenants.models import ApiKey
 
 log = logging.getLogger(__name__)
 
@@ -137,8 +138,6 @@ recorder = InvocationRecorder()
 
 def record_run(run: Any, outcome: str, message: str = "") -> None:
     """The Invocation row of a background run or MCP task, once it ended (sync; workers)."""
-    from tenants.models import ApiKey
-
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
     key = ApiKey.objects.filter(pk=key_id).only("name", "prefix").first() if key_id is not None else None
     label = f"{key.name} ({key.prefix})" if key is not None else "anonymous"

@@ -9,9 +9,9 @@ from typing import Any
 
 from django.db.models import Model
 
-from audit.context import current_actor
 from audit.models import AuditEvent
 from audit.redaction import REDACTED, is_secret_field
+from mcp_platform.actors import current_actor
 from tenants.models import Tenant
 
 

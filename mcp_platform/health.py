@@ -23,6 +23,7 @@ from django.views.decorators.cache import never_cache
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
+from mcp_platform.consumers import streams_held
 from mcp_platform.metrics import OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
 
@@ -91,8 +92,6 @@ def _authorized(request: HttpRequest) -> bool:
 async def metrics(request: HttpRequest) -> HttpResponse:
     if not _authorized(request):
         return HttpResponse("Authorization required\n", status=401, content_type="text/plain")
-    from mcp_platform.consumers import streams_held
-
     OPEN_STREAMS.set(streams_held())  # on the event loop that owns the streams
     try:
         for queue, length in (await _queue_lengths()).items():

@@ -11,8 +11,9 @@ The call counters sit on the call path, so they are plain dict increments under 
 labelled Counter plus Histogram took 8.2 µs. Tenant ids become slugs only when Prometheus
 scrapes.
 
-This module imports no Django at import time: ``mcp_platform.mcp`` (which stays free of
-Django) increments ``LIST_CHANGED_SENT`` from here.
+This module imports no Django and no app: ``mcp_platform.mcp`` (which stays free of both)
+increments ``LIST_CHANGED_SENT`` from here, and the tenant slugs come from a lookup the
+audit app registers (``register_call_collector``).
 """
 
 from __future__ import annotations
@@ -78,17 +79,8 @@ class CallStats:
 CALLS = CallStats()
 
 
-def _tenant_slugs(ids: Iterable[int]) -> dict[int, str]:
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    from tenants.models import Tenant  # at scrape time: this module is imported before Django is set up
-
-    return dict(Tenant.objects.filter(pk__in=wanted).values_list("pk", "slug"))
-
-
 class CallCollector(Collector):
-    def __init__(self, stats: CallStats, slugs: Callable[[Iterable[int]], dict[int, str]] = _tenant_slugs) -> None:
+    def __init__(self, stats: CallStats, slugs: Callable[[Iterable[int]], dict[int, str]]) -> None:
         self._stats = stats
         self._slugs = slugs
 
@@ -122,4 +114,15 @@ def _bound(value: float) -> str:
     return "+Inf" if value == float("inf") else repr(value)
 
 
-REGISTRY.register(CallCollector(CALLS))
+_registered: list[CallCollector] = []
+
+
+def register_call_collector(slugs: Callable[[Iterable[int]], dict[int, str]]) -> None:
+    """Serve CALLS at /metrics, naming tenants by ``slugs(ids)`` (read at scrape time).
+
+    Called once Django is set up (``audit.apps``); this module itself imports no app.
+    """
+    if not _registered:
+        collector = CallCollector(CALLS, slugs)
+        REGISTRY.register(collector)
+        _registered.append(collector)

@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
 from mcp_platform.env import env_bool, env_float, env_int, env_list, env_str
+
+# Generic Django classes (ModelForm[Tool], ModelAdmin[Tool]) are subscriptable at run time.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
@@ -11,6 +13,14 @@ from tenants.models import ApiKey, Membership, Tenant
 def tenant_active_by_slug(slug: str) -> Tenant | None:
     """The active tenant with this slug; None for unknown and inactive alike."""
     return Tenant.objects.filter(slug=slug, is_active=True).first()
+
+
+def tenant_slugs(ids: Iterable[int]) -> dict[int, str]:
+    """Tenant id → slug for these ids (unknown ids are left out)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return dict(Tenant.objects.filter(pk__in=wanted).values_list("pk", "slug"))
 
 
 def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:

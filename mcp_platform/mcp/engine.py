@@ -232,7 +232,7 @@ class Engine:
         result = call.result()
         if result is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-        return result  # type: ignore[no-any-return]
+        return result
 
     # --- tasks (2025-11-25, experimental) ----------------------------------------------
 

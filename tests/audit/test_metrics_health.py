@@ -85,7 +85,7 @@ def test_queue_depth_open_streams_and_fan_out_are_exposed(client, db, monkeypatc
     redis_client.delete(*health.CELERY_QUEUES, "toolbay.long\x06\x166")
     redis_client.rpush("toolbay.short", "a", "b", "c")
     redis_client.rpush("toolbay.long\x06\x166", "urgent")  # a priority-6 message of the long queue
-    monkeypatch.setattr("mcp_platform.consumers.streams_held", lambda: 7)
+    monkeypatch.setattr("mcp_platform.health.streams_held", lambda: 7)
     try:
         samples = _scrape(client)
     finally:

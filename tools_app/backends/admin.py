@@ -18,7 +18,7 @@ from tools_app.backends.vault import secret_store_value
 # --- secrets -------------------------------------------------------------------------------
 
 
-class BackendSecretForm(forms.ModelForm):
+class BackendSecretForm(forms.ModelForm[BackendSecret]):
     """The value is write-only: typed once, never rendered back (not even as dots)."""
 
     value = forms.CharField(
@@ -72,7 +72,9 @@ class BackendSecretAdmin(TenantScopedAdmin):
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: BackendSecret, form: ModelForm, change: bool) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: BackendSecret, form: ModelForm[BackendSecret], change: bool
+    ) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
         super().save_model(request, obj, form, change)

@@ -25,9 +25,9 @@ def named(obj: Any) -> str:
     """ "name (tenant)" without a query: str() also runs while a tenant is being deleted
     (audit records deletions), when its row may already be gone."""
     if obj.tenant_id is None:
-        return obj.name
+        return f"{obj.name}"
     field = type(obj)._meta.get_field("tenant")
-    tenant = field.get_cached_value(obj) if field.is_cached(obj) else f"tenant {obj.tenant_id}"  # type: ignore[attr-defined]
+    tenant = field.get_cached_value(obj) if field.is_cached(obj) else f"tenant {obj.tenant_id}"
     return f"{obj.name} ({tenant})"
 
 

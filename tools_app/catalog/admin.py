@@ -121,7 +121,9 @@ class ToolAdmin(TenantScopedAdmin):
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
 
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> ModelChoiceField | None:
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
         _require_tenant_for_tenant_admins(db_field, request, kwargs)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
@@ -191,16 +193,18 @@ class AccessRuleAdmin(TenantScopedAdmin):
 
     def get_form(
         self, request: HttpRequest, obj: AccessRule | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm]:
+    ) -> type[ModelForm[AccessRule]]:
         form = super().get_form(request, obj, change=change, **kwargs)
         form.owned_by_tenant = not admin_scope(request).platform  # type: ignore[attr-defined]
         return form
 
-    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> ModelChoiceField | None:
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
         _require_tenant_for_tenant_admins(db_field, request, kwargs)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def save_model(self, request: HttpRequest, obj: AccessRule, form: ModelForm, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: AccessRule, form: ModelForm[AccessRule], change: bool) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
         super().save_model(request, obj, form, change)

@@ -75,6 +75,6 @@ def catalog_changed(tenant_id: int | None) -> None:
         # None of ours is queued (first change, or Django dropped it with a rollback):
         # start a fresh set for this transaction.
         pending = _Pending()
-        connection._toolbay_catalog_pending = pending  # type: ignore[attr-defined]
+        connection._toolbay_catalog_pending = pending
         transaction.on_commit(pending)
     pending.tenant_ids.add(tenant_id)

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
-from django.forms.fields import InvalidJSONInput, JSONString  # type: ignore[attr-defined]
+from django.forms.fields import InvalidJSONInput, JSONString
 
 from tenants.forms import ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
@@ -72,7 +72,7 @@ def handler_choices(current: str | None = None) -> list[tuple[str, str]]:
     return choices
 
 
-class ToolForm(forms.ModelForm):
+class ToolForm(forms.ModelForm[Tool]):
     """A tool with its JSON fields as pretty-printed text and the python handler as a select."""
 
     handler = forms.ChoiceField(
@@ -168,7 +168,7 @@ class ToolForm(forms.ModelForm):
         super()._update_errors(errors)  # type: ignore[misc]
 
 
-class AccessRuleForm(forms.ModelForm):
+class AccessRuleForm(forms.ModelForm[AccessRule]):
     """``owned_by_tenant`` is set by the admin for tenant admins: their rules are owned by
     (and apply to) the tenant they pick, and the model's checks for tenant-owned rules apply.
     """

@@ -12,6 +12,7 @@ from django.db.models import F, Q
 
 from tenants.models import ApiKey, Tenant
 from tools_app.catalog.fields import VerbatimJSONField
+from tools_app.catalog.validation import check_string_list, tool_field_errors
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -102,15 +103,13 @@ class Tool(models.Model):
         if self.pk is None or kwargs.get("force_insert"):
             super().save(*args, **kwargs)
             return
-        self.version = F("version") + 1  # type: ignore[assignment]
+        self.version = F("version") + 1
         if kwargs.get("update_fields") is not None:
             kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
         super().save(*args, **kwargs)
         self.refresh_from_db(fields=["version"])
 
     def clean(self) -> None:
-        from tools_app.catalog.validation import tool_field_errors
-
         errors = tool_field_errors(
             input_schema=self.input_schema,
             output_schema=self.output_schema,
@@ -208,8 +207,6 @@ class AccessRule(models.Model):
         return f"{self.effect} {target} → {who}"
 
     def clean(self) -> None:
-        from tools_app.catalog.validation import check_string_list
-
         if (self.tool_id is None) == (not self.tool_pattern):
             raise ValidationError("Choose exactly one target: a tool, or a pattern (glob or tag:<label>).")
         if self.owner_id is not None and self.tenant_id != self.owner_id:

@@ -69,11 +69,14 @@ def tool_field_errors(
             check_object_schema(output_schema, label="outputSchema")
         except SchemaProblem as exc:
             add("output_schema", str(exc))
-    for field, check in (("icons", lambda: check_icons(icons)), ("tags", lambda: check_string_list(tags, what="Tags"))):
-        try:
-            check()
-        except ValidationError as exc:
-            add(field, exc.messages[0])
+    try:
+        check_icons(icons)
+    except ValidationError as exc:
+        add("icons", exc.messages[0])
+    try:
+        check_string_list(tags, what="Tags")
+    except ValidationError as exc:
+        add("tags", exc.messages[0])
     for message in backend_config_errors(backend_kind, backend_config, tenant_id=tenant_id):
         add("backend_config", message)
     return errors

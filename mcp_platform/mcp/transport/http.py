@@ -131,7 +131,8 @@ class StreamableHttp:
 
     async def _authenticate(self, endpoint: str, headers: dict[str, str]) -> Identity:
         try:
-            return await self.engine.host.authenticate(endpoint, headers.get("authorization"))
+            identity: Identity = await self.engine.host.authenticate(endpoint, headers.get("authorization"))
+            return identity
         except AuthError as exc:
             if exc.status == 401:
                 raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
-from audit.commands import AuditedCommand
+from mcp_platform.commands import AuditedCommand
 from tenants.models import Tenant
 from tenants.services import api_key_create
 

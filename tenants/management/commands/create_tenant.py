@@ -3,7 +3,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 
-from audit.commands import AuditedCommand
+from mcp_platform.commands import AuditedCommand
 from tenants.services import tenant_create
 
 

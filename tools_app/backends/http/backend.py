@@ -43,12 +43,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 from django.conf import settings
 
-from tools_app.backends.base import BackendConfigError, BackendError
+from tools_app.backends.base import BackendConfigError, BackendError, CallContext
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.results import ToolError, structured_result, text_block
 from tools_app.backends.vault import SecretUnavailable, redact, secret_exists, secret_value
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs.context import ToolContext
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -446,7 +445,7 @@ def to_result(tool: ToolSpec, fetched: FetchedResponse, secrets: list[str]) -> d
     return {"content": [{"type": "resource", "resource": resource}]}
 
 
-async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     prepared = await prepare(tool, arguments)
     secrets = prepared.secret_values
     timeout = float(tool.backend_config.get("timeout_seconds") or tool.timeout_seconds)

@@ -37,7 +37,7 @@ PRE_STYLE = (
 # --- upstream MCP servers ----------------------------------------------------------------------
 
 
-class UpstreamServerForm(forms.ModelForm):
+class UpstreamServerForm(forms.ModelForm[UpstreamServer]):
     url = forms.URLField(
         label="URL",
         max_length=500,
@@ -152,7 +152,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
         ]
 
     def _changeable(self, request: HttpRequest, object_id: str) -> UpstreamServer:
-        upstream = self.get_object(request, unquote(object_id))
+        upstream: UpstreamServer | None = self.get_object(request, unquote(object_id))
         if upstream is None:
             raise Http404("No upstream server with this id.")
         if not self.has_change_permission(request, upstream):

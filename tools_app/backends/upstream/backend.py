@@ -16,12 +16,12 @@ import contextlib
 import secrets
 from typing import Any
 
-from tools_app.backends.base import BackendConfigError, BackendError
+from tools_app.backends.base import BackendConfigError, BackendError, CallContext
 from tools_app.backends.results import ToolError
 from tools_app.backends.upstream.client import UpstreamError, UpstreamUnavailable, shared_session
+from tools_app.backends.upstream.federation import endpoint_for_tool, upstreams_of
 from tools_app.backends.vault import SecretUnavailable, redact
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs.context import ToolContext
 
 CONFIG_KEYS = {"upstream", "tool", "withdrawn"}
 RESULT_KEYS = ("content", "structuredContent", "isError")
@@ -41,14 +41,12 @@ def validate_config(config: dict[str, Any]) -> None:
 
 
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
-    from tools_app.backends.upstream.federation import upstreams_of
-
     if not upstreams_of(tenant_id).filter(pk=config["upstream"]).exists():
         scope = "the platform's" if tenant_id is None else "this tenant's"
         raise BackendConfigError(f"there is no upstream server with id {config['upstream']} among {scope} servers")
 
 
-async def _answer_upstream_request(ctx: ToolContext, method: str, params: dict[str, Any]) -> dict[str, Any]:
+async def _answer_upstream_request(ctx: CallContext, method: str, params: dict[str, Any]) -> dict[str, Any]:
     try:
         if method == "elicitation/create":
             return await ctx.elicit(params.get("message", ""), params.get("requestedSchema") or {})
@@ -71,13 +69,11 @@ def _clean_result(result: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     return await _call(tool, arguments, ctx)
 
 
-async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-    from tools_app.backends.upstream.federation import endpoint_for_tool
-
+async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     config = tool.backend_config
     if config.get("withdrawn"):
         raise ToolError(f"The upstream server no longer offers the tool '{config['tool']}'.")

@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from tenants.models import Tenant
 from tools_app.backends.models import NAME_VALIDATOR, BackendSecret, named
+from tools_app.catalog.validation import check_string_list
 
 
 class UpstreamServer(models.Model):
@@ -90,8 +91,6 @@ class UpstreamServer(models.Model):
             errors["auth_header"] = "Name the header that carries the secret."
         if self.secret_id is not None and self.secret is not None and self.secret.tenant_id != self.tenant_id:
             errors["secret"] = "Use a secret of the same tenant (or a platform secret for a platform server)."
-        from tools_app.catalog.validation import check_string_list
-
         try:
             check_string_list(self.tags, what="Tags")
         except ValidationError as exc:

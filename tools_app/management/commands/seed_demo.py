@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from audit.commands import AuditedCommand
+from mcp_platform.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
 from tools_app.catalog.services import access_rule_grant_pattern, tool_install

@@ -1,6 +1,7 @@
 """Who is acting: set by the middleware (admin, API) and by management commands.
 
-Signals read it to attribute a change; anything else (a shell, a worker) is "system".
+The change audit (``audit.signals``) reads it to attribute a change; anything else (a
+shell, a worker) is "system". It lives below every app, so any app's commands can set it.
 """
 
 from __future__ import annotations

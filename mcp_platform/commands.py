@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from audit.context import Actor, acting_as
+from mcp_platform.actors import Actor, acting_as
 
 
 class AuditedCommand(BaseCommand):
