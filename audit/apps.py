@@ -1,3 +1,5 @@
+"""The audit app: invocation log, change audit, their retention and the call metrics."""
+
 from django.apps import AppConfig
 
 

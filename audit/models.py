@@ -1,3 +1,5 @@
+"""The audit log: one ``Invocation`` per tool call and an append-only ``AuditEvent`` per change."""
+
 from __future__ import annotations
 
 from typing import Any

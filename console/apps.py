@@ -1,3 +1,5 @@
+"""The operator console app (``/console/``, and the live sessions page in the admin)."""
+
 from django.apps import AppConfig
 
 

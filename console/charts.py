@@ -12,16 +12,17 @@ from collections.abc import Iterable
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
+from audit.models import Outcome
 from console.stats import Overview, ToolLatency, TopError
 
 OUTCOME_COLORS = {
-    "completed": "#2e7d32",
-    "error": "#ef6c00",
-    "invalid_arguments": "#f9a825",
-    "denied": "#6a1b9a",
-    "timed_out": "#c62828",
-    "cancelled": "#757575",
-    "failed": "#4e342e",
+    Outcome.COMPLETED: "#2e7d32",
+    Outcome.ERROR: "#ef6c00",
+    Outcome.INVALID_ARGUMENTS: "#f9a825",
+    Outcome.DENIED: "#6a1b9a",
+    Outcome.TIMED_OUT: "#c62828",
+    Outcome.CANCELLED: "#757575",
+    Outcome.FAILED: "#4e342e",
 }
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 

@@ -21,7 +21,7 @@ from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
 from django.db.models.functions import Left, TruncMinute
 from django.utils import timezone
 
-from audit.models import Invocation
+from audit.models import Invocation, Outcome
 
 WINDOWS = {"hour": (timedelta(hours=1), 1), "day": (timedelta(days=1), 15)}  # span, minutes per bar
 # A day of a busy platform is 100k+ rows to aggregate (0.5-0.8 s on 1M rows, see the
@@ -84,7 +84,7 @@ class Overview:
 
     @property
     def failed(self) -> int:
-        return sum(n for bucket in self.buckets for outcome, n in bucket.counts.items() if outcome != "completed")
+        return sum(n for bucket in self.buckets for outcome, n in bucket.counts.items() if outcome != Outcome.COMPLETED)
 
     @property
     def outcomes(self) -> list[str]:

@@ -1,3 +1,5 @@
+"""Routes of the operator console, mounted at ``/console/``."""
+
 from django.contrib.auth.views import LogoutView
 from django.urls import path, re_path, reverse_lazy
 

@@ -1,3 +1,5 @@
+"""Django's routes: admin, REST API, console, health and metrics (``/mcp/`` is routed in ``asgi.py``)."""
+
 from django.contrib import admin
 from django.contrib.staticfiles.urls import staticfiles_urlpatterns
 from django.http import HttpRequest, JsonResponse

@@ -1,3 +1,5 @@
+"""The tenants app: tenants, memberships, API keys and the hot-path credential check."""
+
 from django.apps import AppConfig
 
 

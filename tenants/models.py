@@ -1,3 +1,5 @@
+"""Tenants, who belongs to them (memberships and roles) and their MCP API keys (hashed)."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,3 +1,5 @@
+"""The tools app: the catalog, the backends that run tools, and the call runtime."""
+
 from django.apps import AppConfig
 
 

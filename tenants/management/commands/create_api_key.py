@@ -1,3 +1,5 @@
+"""``manage.py create_api_key <tenant> --name <name>``: the raw key alone on the last line."""
+
 from typing import Any
 
 from django.core.exceptions import ValidationError

@@ -1,3 +1,5 @@
+"""``manage.py create_tenant <slug> --name <name> [--allow-anonymous]``."""
+
 from typing import Any
 
 from django.core.exceptions import ValidationError

@@ -1,3 +1,5 @@
+"""``manage.py seed_demo``: the demo and conformance tenants, tools and the admin user (idempotent)."""
+
 import os
 import secrets
 from typing import Any
