@@ -17,7 +17,7 @@ from django.contrib.admin.utils import unquote
 from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
-from audit.models import AuditEvent, Invocation
+from audit.models import AuditEvent, Invocation, QuarantinedInvocation
 from tenants.selectors import tenants_operated_by
 
 _IDS_ATTR = "_toolbay_audit_tenant_ids"
@@ -90,3 +90,29 @@ class AuditEventAdmin(ReadOnlyAuditAdmin):
     search_fields = ("object_repr", "object_id", "actor_label")
     show_full_result_count = False
     ordering = ("-created_at", "-id")
+
+
+@admin.register(QuarantinedInvocation)
+class QuarantinedInvocationAdmin(admin.ModelAdmin[QuarantinedInvocation]):
+    """Invocation rows the database refused, for platform admins: the payload says whose they are."""
+
+    list_display = ("created_at", "journal_id", "error")
+    search_fields = ("journal_id", "payload", "error")
+    readonly_fields = ("journal_id", "payload", "error", "created_at")
+    actions = None
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        user: Any = request.user
+        return bool(user.is_active and user.is_superuser)
+
+    def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False

@@ -28,6 +28,8 @@ class Invocation(models.Model):
     Outcome = Outcome
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invocations")
+    # The call's identity in the audit journal: the writer skips a row whose call_id is there.
+    call_id = models.CharField(max_length=32, unique=True, null=True, blank=True, editable=False)
     key_id = models.BigIntegerField(null=True, blank=True, help_text="The API key's id (never the key).")
     key_label = models.CharField(max_length=150, blank=True, help_text="Key name and prefix, or 'anonymous'.")
     session_id = models.CharField(max_length=128, blank=True)
@@ -57,6 +59,26 @@ class Invocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} {self.outcome} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+
+
+class QuarantinedInvocation(models.Model):
+    """An invocation row the database refused (kept as the journal carried it, with why).
+
+    The audit writer never lets one bad row hold up the others: a batch that fails is
+    written row by row, and a row that still fails lands here. Operators see these in the
+    admin and the console; the payload is ASCII JSON, so it can always be stored.
+    """
+
+    journal_id = models.CharField(max_length=40, help_text="The row's entry id in the Redis journal.")
+    payload = models.TextField()
+    error = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"quarantined invocation {self.journal_id}: {self.error[:80]}"
 
 
 class AuditEvent(models.Model):

@@ -15,7 +15,7 @@ from django.utils.safestring import SafeString, mark_safe
 from audit.models import Outcome
 from console.stats import Overview, ToolLatency, TopError
 
-OUTCOME_COLORS = {
+OUTCOME_COLORS: dict[str, str] = {
     Outcome.COMPLETED: "#2e7d32",
     Outcome.ERROR: "#ef6c00",
     Outcome.INVALID_ARGUMENTS: "#f9a825",

@@ -11,7 +11,6 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 from mcp_platform.consumers import McpConsumer  # noqa: E402
-from mcp_platform.lifespan import lifespan  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -23,6 +22,5 @@ application = ProtocolTypeRouter(
                 re_path(r"", django_asgi_app),  # type: ignore[arg-type]
             ]
         ),
-        "lifespan": lifespan,
     }
 )

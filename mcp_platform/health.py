@@ -23,8 +23,9 @@ from django.views.decorators.cache import never_cache
 from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
+from audit.journal import JOURNAL_KEY
 from mcp_platform.consumers import streams_held
-from mcp_platform.metrics import OPEN_STREAMS, QUEUE_LENGTH
+from mcp_platform.metrics import AUDIT_BACKLOG, OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,10 @@ async def metrics(request: HttpRequest) -> HttpResponse:
             QUEUE_LENGTH.labels(queue).set(length)
     except Exception as exc:  # the scrape still answers; the gauge keeps its last value
         log.warning("metrics: could not read the Celery queue lengths: %s", exc)
+    try:
+        AUDIT_BACKLOG.set(await asyncio.wait_for(async_redis().xlen(JOURNAL_KEY), PROBE_TIMEOUT_SECONDS))
+    except Exception as exc:
+        log.warning("metrics: could not read the audit journal's length: %s", exc)
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))  # text 0.0.4 or OpenMetrics
     body = await sync_to_async(encoder)(REGISTRY)  # tenant slugs come from the database
     return HttpResponse(body, content_type=content_type)

@@ -3,7 +3,7 @@
 Every ASGI process keeps its own counters (no shared multiprocess directory), so each
 process is a scrape target of its own: run one scrape job per process, or per container
 with one process each, and sum in PromQL. Calls that run on Celery workers are recorded by
-the worker (``audit.recorder.record_now``) and so counted in the worker's memory, which no
+the worker (``audit.journal.Journal.append_now``) and so counted in the worker's memory, which no
 endpoint serves; the Invocation table and the console have them all.
 
 The call counters sit on the call path, so they are plain dict increments under one lock:
@@ -35,9 +35,16 @@ LIST_CHANGED_SENT = Counter(
     "toolbay_list_changed_sent",
     "notifications/tools/list_changed written to sessions' standalone streams by this process.",
 )
+AUDIT_ROWS_DROPPED = Counter(
+    "toolbay_audit_rows_dropped",
+    "Invocation rows this process dropped because the audit journal was full (no audit writer running?).",
+)
 # Set when Prometheus scrapes (mcp_platform.health.metrics).
 OPEN_STREAMS = Gauge("toolbay_open_streams", "Standalone GET streams (open MCP sessions listening) held here.")
 QUEUE_LENGTH = Gauge("toolbay_celery_queue_length", "Messages waiting in a Celery queue.", ["queue"])
+AUDIT_BACKLOG = Gauge(
+    "toolbay_audit_backlog_rows", "Invocation rows in the audit journal not yet written to the database."
+)
 
 
 class CallStats:

@@ -248,6 +248,14 @@ TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS",
 AUDIT_INVOCATIONS = env_bool("AUDIT_INVOCATIONS", True)
 # Invocations older than this many days are purged by a periodic task (0 keeps them forever).
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 90, minimum=0)
+# Rows the audit journal (a Redis stream) may hold before processes drop new ones: the backlog
+# while no audit writer runs. About 0.5 KB of Redis memory per row.
+AUDIT_JOURNAL_MAX_ROWS = env_int("AUDIT_JOURNAL_MAX_ROWS", 500_000, minimum=1)
+# Rows the audit writer inserts per batch at most.
+AUDIT_WRITER_BATCH_ROWS = env_int("AUDIT_WRITER_BATCH_ROWS", 1000, minimum=1)
+# A row a writer took but did not acknowledge for this long (the writer died) is taken over
+# by another writer, or by its replacement.
+AUDIT_WRITER_CLAIM_IDLE_SECONDS = env_float("AUDIT_WRITER_CLAIM_IDLE_SECONDS", 30.0, minimum=0.1)
 
 # /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

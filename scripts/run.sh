@@ -41,7 +41,7 @@ fi
 say "Seeding the demo tenants and tools (safe to repeat)"
 "$PY" manage.py seed_demo
 
-say "Starting uvicorn on $HOST:$PORT, a Celery worker and the upstream listener"
+say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer and the upstream listener"
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
     --loop uvloop --http httptools --timeout-graceful-shutdown 5
 web_pid="$CHILD_PID"
@@ -51,6 +51,8 @@ mkdir -p "$VAR"
 start_child "celery worker" - "$VENV/bin/celery" -A mcp_platform worker --loglevel INFO \
     --queues toolbay.short,toolbay.long --concurrency "$CELERY_CONCURRENCY" \
     --beat --schedule "$VAR/celerybeat-schedule"
+# Writes the invocation rows the call path appends to the Redis audit journal into the database.
+start_child "audit writer" - "$PY" manage.py audit_writer
 # Re-imports tools of upstream MCP servers when they announce a change (tools/list_changed).
 start_child "upstream listener" - "$PY" manage.py listen_upstreams
 

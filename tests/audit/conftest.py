@@ -17,8 +17,9 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
+from audit.journal import invocation_row
 from audit.models import AuditEvent, Invocation
-from audit.recorder import invocation
+from audit.writer import invocation_from_row
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
 
@@ -83,12 +84,14 @@ def make_invocation(db: Any) -> Callable[..., Invocation]:
         fields.setdefault("key_id", None)
         fields.setdefault("key_label", "anonymous")
         fields.setdefault("duration_ms", 12.5)
-        row = invocation(
-            tenant_id=tenant.pk,
-            tool_name=tool,
-            outcome=outcome,
-            started_at=at or timezone.now() - ago,
-            **fields,
+        row = invocation_from_row(
+            invocation_row(
+                tenant_id=tenant.pk,
+                tool_name=tool,
+                outcome=outcome,
+                started_at=(at or timezone.now() - ago).timestamp(),
+                **fields,
+            )
         )
         if save:
             row.save()

@@ -1,8 +1,9 @@
-"""/metrics (Prometheus text), /readyz, and the call counters fed by the invocation recorder."""
+"""/metrics (Prometheus text), /readyz, and the call counters fed by the invocation journal."""
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +12,7 @@ from django.conf import settings
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from audit.recorder import invocation, record_now, recorder
+from audit.journal import JOURNAL_KEY, invocation_row, journal
 from mcp_platform import health
 from mcp_platform.metrics import CALLS, LATENCY_BUCKETS
 
@@ -35,22 +36,22 @@ def _scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, 
 
 
 def _row(tenant, tool: str, outcome: str, duration_ms: float | None):
-    return invocation(
+    return invocation_row(
         tenant_id=tenant.pk,
         key_id=None,
         key_label="anonymous",
         tool_name=tool,
         outcome=outcome,
         duration_ms=duration_ms,
-        started_at=__import__("django.utils.timezone").utils.timezone.now(),
+        started_at=time.time(),
     )
 
 
 def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex):
-    record_now(_row(acme, "echo", "completed", 4.0))
-    record_now(_row(acme, "echo", "completed", 40.0))
-    record_now(_row(acme, "echo", "timed_out", 30_000.0))
-    record_now(_row(globex, "report", "denied", None))
+    journal.append_now(_row(acme, "echo", "completed", 4.0))
+    journal.append_now(_row(acme, "echo", "completed", 40.0))
+    journal.append_now(_row(acme, "echo", "timed_out", 30_000.0))
+    journal.append_now(_row(globex, "report", "denied", None))
     samples = _scrape(client)
     calls = {labels: value for (name, labels), value in samples.items() if name == "toolbay_tool_calls_total"}
     assert calls == {
@@ -73,8 +74,12 @@ def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex):
 
 @override_settings(AUDIT_INVOCATIONS=False)
 def test_counted_even_when_rows_are_not_written(client, acme):
-    recorder.add(_row(acme, "echo", "completed", 1.0))  # returns before queueing: no event loop needed
-    record_now(_row(acme, "echo", "error", 1.0))
+    redis_client = redis.Redis.from_url(settings.REDIS_URL)
+    before = redis_client.xlen(JOURNAL_KEY)
+    journal.append_now(_row(acme, "echo", "completed", 1.0))
+    journal.append_now(_row(acme, "echo", "error", 1.0))
+    assert redis_client.xlen(JOURNAL_KEY) == before  # counted, not appended
+    redis_client.close()
     samples = _scrape(client)
     assert samples[("toolbay_tool_calls_total", (("outcome", "error"), ("tenant", "acme"), ("tool", "echo")))] == 1
     assert samples[("toolbay_tool_calls_total", (("outcome", "completed"), ("tenant", "acme"), ("tool", "echo")))] == 1

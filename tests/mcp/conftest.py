@@ -238,8 +238,52 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
     return world
 
 
+@dataclass
+class LiveWriter:
+    """An ``audit_writer`` process: moves invocation rows from the Redis journal to the database."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_audit_writer(tmp_dir: Path, name: str = "audit-writer") -> LiveWriter:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        # Rows a killed writer took are taken over quickly.
+        "AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1",
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "audit_writer"],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    return LiveWriter(process, log_path)
+
+
 @pytest.fixture(scope="session")
-def live_servers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LiveServer]]:
+def live_audit_writer(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWriter]:
+    writer = start_audit_writer(tmp_path_factory.mktemp("audit-writer"))
+    yield writer
+    writer.stop()
+
+
+@pytest.fixture(scope="session")
+def live_servers(
+    live_world: LiveWorld, live_audit_writer: LiveWriter, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[LiveServer]]:
     tmp = tmp_path_factory.mktemp("servers")
     servers = [start_server(tmp, "server-a"), start_server(tmp, "server-b")]
     yield servers

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
+from audit.journal import invocation_row, journal
 from audit.models import Outcome
-from audit.recorder import invocation, recorder
 from mcp_platform.mcp.calls import CallLink
 from mcp_platform.mcp.host import AuthError
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
+from mcp_platform.redis_clients import async_redis
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache
@@ -53,16 +53,16 @@ class PlatformToolHost:
         try:
             return await self._directory.authenticate(endpoint, authorization)
         except AuthFailure as exc:
-            if exc.tenant_id is not None and recorder.allow_denied(f"{exc.tenant_id}:refused"):
-                recorder.add(
-                    invocation(
+            if exc.tenant_id is not None and journal.allow_denied(f"{exc.tenant_id}:refused"):
+                await journal.append(
+                    invocation_row(
                         tenant_id=exc.tenant_id,
                         key_id=None,
                         key_label="(refused credential)",
                         tool_name="",
                         outcome=Outcome.DENIED,
                         error_message=exc.message,
-                        started_at=timezone.now(),
+                        started_at=time.time(),
                     )
                 )
             raise AuthError(exc.status, exc.message) from None
@@ -86,9 +86,9 @@ class PlatformToolHost:
 
     async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> Any:
         tool = await self._tool(identity, name)
-        started_at, clock = timezone.now(), time.perf_counter()
-        record = functools.partial(
-            invocation,
+        started_at, clock = time.time(), time.perf_counter()
+        row = functools.partial(
+            invocation_row,
             tenant_id=identity.tenant_id,
             key_id=identity.key_id,
             key_label=identity.label,
@@ -99,27 +99,39 @@ class PlatformToolHost:
             started_at=started_at,
         )
         if tool is None:
-            if recorder.allow_denied(identity.subject):
-                recorder.add(record(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
+            if journal.allow_denied(identity.subject):
+                await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
             return None
-        record = functools.partial(record, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
+        row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
         try:
             holds_slot = await self._take_slot(identity)
         except limits.LimitExceeded as exc:
-            recorder.add(record(outcome=Outcome.DENIED, error_message=exc.message))
+            await journal.append(row(outcome=Outcome.DENIED, error_message=exc.message))
             raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        finished: Finished | None = None
         try:
             finished = await self._run(identity, tool, arguments, link)
         except asyncio.CancelledError:  # interrupted after the cancellation grace period
-            recorder.add(record(outcome=Outcome.CANCELLED, duration_ms=_ms_since(clock)))
+            finished = Finished(None, Outcome.CANCELLED)
             raise
         finally:
-            if holds_slot:
-                await limits.release(identity.tenant_id)
-        if finished.outcome is not None:  # None: a worker ran it and records it
-            outcome = Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
-            recorder.add(record(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock)))
+            recorded = None
+            if finished is not None and finished.outcome is not None:  # None: a worker ran it and records it
+                outcome = Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
+                recorded = row(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock))
+            # One round trip before answering: the row is in the journal once the client has its answer.
+            await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
+
+    async def _end_call(self, tenant_id: int, *, release_slot: bool, record: dict[str, Any] | None) -> None:
+        pipe = async_redis().pipeline(transaction=False)
+        if release_slot:
+            limits.queue_release(pipe, tenant_id)
+        checks_backlog = journal.queue(pipe, record) if record is not None else False
+        if len(pipe):
+            results = await pipe.execute()
+            if checks_backlog:
+                journal.saw(results[-1])
 
     @staticmethod
     async def _run(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Finished:
@@ -145,9 +157,9 @@ class PlatformToolHost:
     ) -> dict[str, Any]:
         tool = await self._tool(identity, name)
         if tool is None:
-            if recorder.allow_denied(identity.subject):
-                recorder.add(
-                    invocation(
+            if journal.allow_denied(identity.subject):
+                await journal.append(
+                    invocation_row(
                         tenant_id=identity.tenant_id,
                         key_id=identity.key_id,
                         key_label=identity.label,
@@ -157,7 +169,7 @@ class PlatformToolHost:
                         arguments=arguments,
                         outcome=Outcome.DENIED,
                         error_message="Unknown or forbidden tool",
-                        started_at=timezone.now(),
+                        started_at=time.time(),
                         is_task=True,
                     )
                 )

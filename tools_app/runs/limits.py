@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from redis.asyncio.client import Pipeline
+
 from mcp_platform.redis_clients import async_redis
 
 PREFIX = "toolbay:limits"
@@ -50,5 +52,6 @@ async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | N
     return concurrent is not None
 
 
-async def release(tenant_id: int) -> None:
-    await async_redis().decr(f"{PREFIX}:running:{tenant_id}")
+def queue_release(pipe: Pipeline, tenant_id: int) -> None:
+    """Give back the call slot ``acquire`` took, as part of the caller's end-of-call pipeline."""
+    pipe.decr(f"{PREFIX}:running:{tenant_id}")

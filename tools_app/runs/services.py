@@ -13,8 +13,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
+from audit.journal import invocation_row, journal
 from audit.models import Outcome
-from audit.recorder import record_run
+from tenants.models import ApiKey
 from tenants.principal import Principal
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.delivery import address_of, relay
@@ -119,6 +120,36 @@ async def finish_and_signal(
     await deliver_outcome(run)
     await sync_to_async(record_run)(run, outcome or Outcome(status), message)
     return True
+
+
+def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
+    """The invocation row of a background run or MCP task, once it ended. Its call id is the
+    run's, so the run is recorded once however often its outcome is delivered."""
+    key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
+    key = ApiKey.objects.filter(pk=key_id).only("name", "prefix").first() if key_id is not None else None
+    began = run.started_at or run.created_at
+    finished = timezone.now()
+    journal.append_now(
+        invocation_row(
+            call_id=f"run-{run.id}",
+            tenant_id=run.tenant_id,
+            key_id=key_id,
+            key_label=f"{key.name} ({key.prefix})" if key is not None else "anonymous",
+            session_id=run.session_id,
+            tool_id=run.tool_id,
+            tool_name=run.tool_name,
+            tool_version=run.tool_version,
+            arguments=run.arguments,
+            input_schema=run.tool.input_schema if run.tool is not None else None,
+            outcome=outcome,
+            error_message=message,
+            started_at=run.created_at.timestamp(),
+            finished_at=finished.timestamp(),
+            duration_ms=round((finished - began).total_seconds() * 1000, 3),
+            run_id=run.id,
+            is_task=run.is_task,
+        )
+    )
 
 
 async def deliver_outcome(run: ToolRun) -> None:

@@ -1,0 +1,186 @@
+"""The invocation journal: every call's audit row goes to a Redis stream before the call is answered.
+
+The call path never touches the database for its audit row. It appends the row to the
+stream ``JOURNAL_KEY`` (``XADD``, pipelined with the call's other end-of-call Redis
+commands) and answers only once Redis took it, so a call whose answer a client received is
+recorded even if the process is killed the next instant. ``audit.writer`` (the
+``audit_writer`` command that ``make run``, the compose file and the Procfile start) moves
+the rows into the database in batches and removes them from the stream only after they
+are committed; each row carries a ``call_id`` and the insert skips ids already there, so a
+redelivery never writes a row twice.
+
+Backpressure: when no writer drains the stream, it would grow without bound. Each process
+reads the stream's length every ``BACKLOG_CHECK_SECONDS`` (piggybacked on a call's own
+pipeline) and, past ``AUDIT_JOURNAL_MAX_ROWS``, drops new rows instead, counting them
+(``toolbay_audit_rows_dropped_total``) and logging an error at most every
+``DROP_LOG_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from redis.asyncio.client import Pipeline
+
+from audit.redaction import redact_arguments
+from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
+from mcp_platform.redis_clients import async_redis, sync_redis
+
+log = logging.getLogger(__name__)
+
+JOURNAL_KEY = "toolbay:audit:invocations"
+ROW_FIELD = b"r"
+BACKLOG_CHECK_SECONDS = 1.0
+DROP_LOG_SECONDS = 10.0
+DENIED_PER_MINUTE = 30
+
+
+def new_call_id() -> str:
+    """The invocation's identity: the journal's redeliveries are deduplicated on it."""
+    return secrets.token_hex(12)
+
+
+def invocation_row(
+    *,
+    tenant_id: int,
+    key_id: int | None,
+    key_label: str,
+    tool_name: str,
+    outcome: str,
+    started_at: float,
+    call_id: str | None = None,
+    session_id: str = "",
+    client: dict[str, Any] | None = None,
+    tool_id: int | None = None,
+    tool_version: int | None = None,
+    arguments: Any = None,
+    input_schema: Any = None,
+    error_message: str = "",
+    duration_ms: float | None = None,
+    run_id: str = "",
+    is_task: bool = False,
+    finished_at: float | None = None,
+) -> dict[str, Any]:
+    """One invocation as the journal carries it: JSON values, times as Unix seconds, sensitive
+    arguments (``x-sensitive``/``writeOnly`` in the input schema) already redacted."""
+    client = client or {}
+    return {
+        "call_id": call_id or new_call_id(),
+        "tenant_id": tenant_id,
+        "key_id": key_id,
+        "key_label": key_label[:150],
+        "session_id": session_id,
+        "client_name": str(client.get("name", ""))[:200],
+        "client_version": str(client.get("version", ""))[:100],
+        "tool_id": tool_id,
+        "tool_name": tool_name[:128],
+        "tool_version": tool_version,
+        "arguments": redact_arguments(arguments if isinstance(arguments, dict) else {}, input_schema),
+        "outcome": outcome,
+        "error_message": error_message[:4000],
+        "duration_ms": duration_ms,
+        "run_id": run_id,
+        "is_task": is_task,
+        "started_at": started_at,
+        "finished_at": finished_at if finished_at is not None else time.time(),
+    }
+
+
+def encode(row: dict[str, Any]) -> bytes:
+    # ensure_ascii keeps any text (lone surrogates included) encodable; the writer decodes it.
+    return json.dumps(row, separators=(",", ":")).encode()
+
+
+@dataclass
+class _Gate:
+    """Whether this process still appends rows, from the last backlog it saw."""
+
+    checked_at: float = 0.0
+    backlog: int = 0
+    dropped_since_log: int = 0
+    logged_at: float = 0.0
+
+
+class Journal:
+    def __init__(self) -> None:
+        self._gate = _Gate()
+        self._denied: dict[str, tuple[float, int]] = defaultdict(lambda: (0.0, 0))
+
+    def queue(self, pipe: Pipeline, row: dict[str, Any]) -> bool:
+        """Add the row's XADD to ``pipe``; the caller executes it before answering the call.
+
+        Returns True when the stream's length was queued last as well: then pass the
+        pipeline's last answer to ``saw``. Counts the call for /metrics in any case; with
+        ``AUDIT_INVOCATIONS=0`` or a full backlog the row itself is not appended.
+        """
+        CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
+        if not settings.AUDIT_INVOCATIONS or not self._accepting():
+            return False
+        pipe.xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
+        now = time.monotonic()
+        if now - self._gate.checked_at < BACKLOG_CHECK_SECONDS:
+            return False
+        self._gate.checked_at = now
+        pipe.xlen(JOURNAL_KEY)
+        return True
+
+    def saw(self, backlog: int) -> None:
+        """The stream's length, as the pipeline ``queue`` asked for it answered."""
+        self._gate.backlog = backlog
+
+    async def append(self, row: dict[str, Any]) -> None:
+        """Append one row on its own (rows not tied to a call's pipeline, e.g. refusals)."""
+        pipe = async_redis().pipeline(transaction=False)
+        checks_backlog = self.queue(pipe, row)
+        if len(pipe):
+            results = await pipe.execute()
+            if checks_backlog:
+                self.saw(results[-1])
+
+    def append_now(self, row: dict[str, Any]) -> None:
+        """Append one row from synchronous code (Celery workers)."""
+        CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
+        if settings.AUDIT_INVOCATIONS:
+            sync_redis().xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
+
+    def allow_denied(self, subject: str) -> bool:
+        """Whether one more denied call of this credential may be recorded this minute, so a
+        misbehaving client cannot flood the log."""
+        window, count = self._denied[subject]
+        now = time.monotonic()
+        if now - window >= 60:
+            self._denied[subject] = (now, 1)
+            if len(self._denied) > 10_000:
+                self._denied.clear()
+            return True
+        self._denied[subject] = (window, count + 1)
+        return count < DENIED_PER_MINUTE
+
+    def _accepting(self) -> bool:
+        gate = self._gate
+        now = time.monotonic()
+        # Past the check interval one row goes through, and its pipeline reads the length again.
+        if gate.backlog < settings.AUDIT_JOURNAL_MAX_ROWS or now - gate.checked_at >= BACKLOG_CHECK_SECONDS:
+            return True
+        AUDIT_ROWS_DROPPED.inc()
+        gate.dropped_since_log += 1
+        if now - gate.logged_at >= DROP_LOG_SECONDS:
+            log.error(
+                "audit journal holds %d rows (AUDIT_JOURNAL_MAX_ROWS=%d): is the audit writer running? "
+                "%d invocation rows dropped since the last message",
+                gate.backlog,
+                settings.AUDIT_JOURNAL_MAX_ROWS,
+                gate.dropped_since_log,
+            )
+            gate.logged_at, gate.dropped_since_log = now, 0
+        return False
+
+
+journal = Journal()

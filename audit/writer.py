@@ -1,0 +1,264 @@
+"""The audit writer: moves invocation rows from the Redis journal into the database.
+
+Runs as its own process (``manage.py audit_writer``; ``make run``, the compose file and the
+Procfile start one; more may run, they share the work). It reads the journal
+(``audit.journal``) as a member of one Redis consumer group, inserts each batch in one
+transaction, and only then acknowledges and deletes the entries. A writer killed at any
+point leaves its entries pending; another writer (or this one, restarted) claims them once
+they have been idle ``AUDIT_WRITER_CLAIM_IDLE_SECONDS`` and inserts them again, and the
+insert skips call ids that are already there, so nothing is lost and nothing doubles.
+
+One bad row never blocks the rest: a batch the database refuses is written row by row, and
+a row that still fails is quarantined (``QuarantinedInvocation``) with the database's
+error and acknowledged. A database that cannot be reached is different: nothing is
+acknowledged, and the batch is tried again after a pause.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import redis
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from psycopg.types.json import Jsonb
+
+from audit.journal import JOURNAL_KEY, ROW_FIELD
+from audit.models import Invocation, QuarantinedInvocation
+
+log = logging.getLogger(__name__)
+
+GROUP = "audit-writers"
+# The columns a journal row fills, in this order (the id is the database's).
+COLUMNS = (
+    "call_id",
+    "tenant_id",
+    "key_id",
+    "key_label",
+    "session_id",
+    "client_name",
+    "client_version",
+    "tool_id",
+    "tool_name",
+    "tool_version",
+    "arguments",
+    "outcome",
+    "error_message",
+    "duration_ms",
+    "run_id",
+    "is_task",
+    "started_at",
+    "finished_at",
+)
+CLAIM_EVERY_SECONDS = 5.0
+RETRY_PAUSE_SECONDS = 2.0
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    journal_id: str
+    raw: bytes
+    row: dict[str, Any] | None  # None: the payload could not be decoded
+    problem: str = ""
+
+
+def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
+    raw = fields.get(ROW_FIELD, b"")
+    try:
+        row = json.loads(raw)
+        if not isinstance(row, dict) or not all(column in row for column in COLUMNS):
+            raise ValueError("not an invocation row")
+    except ValueError as exc:
+        return Entry(journal_id.decode(), raw, None, f"undecodable journal entry: {exc}")
+    return Entry(journal_id.decode(), raw, row)
+
+
+def _when(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _insert_postgresql(rows: Sequence[dict[str, Any]]) -> None:
+    """COPY into a session-local staging table, then one INSERT … ON CONFLICT DO NOTHING:
+    far less work per row than an ORM insert, and a redelivered call id is skipped."""
+    columns = ", ".join(COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS audit_invocation_incoming ON COMMIT DELETE ROWS AS "
+            f"SELECT {columns} FROM audit_invocation WITH NO DATA"
+        )
+        raw_cursor = cursor.cursor  # psycopg's own cursor: COPY is not in the DB-API
+        with (
+            connection.wrap_database_errors,  # psycopg's errors as Django's, like every other query
+            raw_cursor.copy(f"COPY audit_invocation_incoming ({columns}) FROM STDIN") as copy,
+        ):
+            for row in rows:
+                values = dict(row, arguments=Jsonb(row["arguments"]))
+                values["started_at"], values["finished_at"] = _when(row["started_at"]), _when(row["finished_at"])
+                copy.write_row([values[column] for column in COLUMNS])
+        cursor.execute(
+            f"INSERT INTO audit_invocation ({columns}) SELECT {columns} FROM audit_invocation_incoming "
+            "ON CONFLICT (call_id) DO NOTHING"
+        )
+
+
+def invocation_from_row(row: dict[str, Any]) -> Invocation:
+    """The (unsaved) model instance of a journal row."""
+    values = {column: row[column] for column in COLUMNS}
+    values["started_at"], values["finished_at"] = _when(row["started_at"]), _when(row["finished_at"])
+    return Invocation(**values)
+
+
+def _insert_other(rows: Sequence[dict[str, Any]]) -> None:
+    """SQLite (the embedded default) and anything else: one INSERT per row, conflicts skipped."""
+    Invocation.objects.bulk_create([invocation_from_row(row) for row in rows], ignore_conflicts=True)
+
+
+def insert_rows(rows: Sequence[dict[str, Any]]) -> None:
+    """Insert journal rows in one transaction; rows whose call id is already there are skipped."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            _insert_postgresql(rows)
+        else:
+            _insert_other(rows)
+
+
+class DatabaseUnavailable(Exception):
+    """The database could not be reached: retry the batch later, acknowledge nothing."""
+
+
+def write_entries(entries: Sequence[Entry], insert: Callable[[Sequence[dict[str, Any]]], None] = insert_rows) -> int:
+    """Write decodable entries (quarantining what the database refuses); returns rows quarantined.
+
+    Raises DatabaseUnavailable when the database cannot be reached at all.
+    """
+    good = [entry for entry in entries if entry.row is not None]
+    bad = [entry for entry in entries if entry.row is None]
+    try:
+        if good:
+            insert([cast(dict[str, Any], entry.row) for entry in good])
+            good = []
+    except (OperationalError, InterfaceError) as exc:
+        raise DatabaseUnavailable(str(exc)) from exc
+    except (DatabaseError, ValueError, TypeError) as exc:
+        log.warning("audit writer: a batch of %d rows failed (%s); writing them one by one", len(good), exc)
+    for entry in good:
+        try:
+            insert([cast(dict[str, Any], entry.row)])
+        except (OperationalError, InterfaceError) as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+        except (DatabaseError, ValueError, TypeError) as exc:
+            bad.append(Entry(entry.journal_id, entry.raw, entry.row, f"{type(exc).__name__}: {exc}"))
+    if bad:
+        QuarantinedInvocation.objects.bulk_create(
+            QuarantinedInvocation(
+                journal_id=entry.journal_id,
+                payload=entry.raw.decode("ascii", errors="backslashreplace"),
+                error=entry.problem[:4000],
+            )
+            for entry in bad
+        )
+        for entry in bad:
+            log.error("audit writer: quarantined journal entry %s: %s", entry.journal_id, entry.problem)
+    return len(bad)
+
+
+class JournalWriter:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        batch_rows: int,
+        claim_idle_seconds: float,
+        block_ms: int = 1000,
+        name: str | None = None,
+    ) -> None:
+        self._redis = client
+        self._batch_rows = batch_rows
+        self._claim_idle_ms = int(claim_idle_seconds * 1000)
+        self._block_ms = block_ms
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.written = 0
+        self.quarantined = 0
+        self._claimed_at = 0.0
+
+    def ensure_group(self) -> None:
+        try:
+            # From the stream's start: rows appended before any writer existed are written too.
+            self._redis.xgroup_create(JOURNAL_KEY, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        self.ensure_group()
+        log.info("audit writer %s: writing the invocation journal to the database", self.name)
+        while not should_stop():
+            try:
+                self.step()
+            except DatabaseUnavailable as exc:
+                log.error("audit writer: database unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
+                time.sleep(RETRY_PAUSE_SECONDS)
+            except redis.ConnectionError as exc:
+                log.error("audit writer: Redis unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
+                time.sleep(RETRY_PAUSE_SECONDS)
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                self.ensure_group()  # the stream was deleted (e.g. Redis restarted empty)
+
+    def step(self) -> int:
+        """One round: entries abandoned by dead writers, then new ones. Returns entries handled."""
+        handled = 0
+        now = time.monotonic()
+        if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
+            self._claimed_at = now
+            handled += self._handle(self._claim())
+        batches = self._redis.xreadgroup(
+            GROUP, self.name, {JOURNAL_KEY: ">"}, count=self._batch_rows, block=self._block_ms
+        )
+        for _, entries in cast(list[tuple[bytes, Entries]], batches or []):
+            handled += self._handle(entries)
+        return handled
+
+    def _claim(self) -> Entries:
+        """Entries another writer took but did not acknowledge within the idle time (it died),
+        and this writer's own (an earlier round that failed before acknowledging)."""
+        own = cast(
+            list[tuple[bytes, Entries]],
+            self._redis.xreadgroup(GROUP, self.name, {JOURNAL_KEY: "0"}, count=self._batch_rows),
+        )
+        entries: Entries = [entry for _, batch in own for entry in batch]
+        answer: list[Any] = self._redis.xautoclaim(
+            JOURNAL_KEY, GROUP, self.name, min_idle_time=self._claim_idle_ms, start_id="0-0", count=self._batch_rows
+        )
+        entries.extend(answer[1])
+        return entries
+
+    def _handle(self, entries: Entries) -> int:
+        if not entries:
+            return 0
+        # A pending entry already deleted comes back without fields: it only needs its ack.
+        decoded = [_decode(journal_id, fields) for journal_id, fields in entries if fields]
+        quarantined = write_entries(decoded)
+        ids = [journal_id for journal_id, _ in entries]
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xack(JOURNAL_KEY, GROUP, *ids)
+        pipe.xdel(JOURNAL_KEY, *ids)
+        pipe.execute()
+        self.written += len(decoded) - quarantined
+        self.quarantined += quarantined
+        return len(entries)
+
+
+def backlog(client: redis.Redis) -> int:
+    """Rows in the journal not yet written (entries are deleted once written)."""
+    return int(client.xlen(JOURNAL_KEY))

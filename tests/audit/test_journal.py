@@ -1,0 +1,170 @@
+"""The invocation journal and its writer: rows go through Redis into the database, each once.
+
+Real Redis (the suite's db) and the real database; the writer runs in this process here.
+tests/mcp/test_invocation_log.py drives the same through MCP calls on live servers, and
+tests/mcp/test_journal_kill.py kills the processes on both sides of the journal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.test import override_settings
+
+from audit.journal import JOURNAL_KEY, ROW_FIELD, Journal, encode, invocation_row, journal
+from audit.models import Invocation, Outcome, QuarantinedInvocation
+from audit.writer import GROUP, JournalWriter
+from mcp_platform.metrics import CALLS
+from mcp_platform.redis_clients import async_redis, sync_redis
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _empty_journal() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(JOURNAL_KEY)
+    CALLS.clear()
+    yield client
+    client.delete(JOURNAL_KEY)
+    client.close()
+    CALLS.clear()
+
+
+def _writer(name: str = "test-writer", claim_idle_seconds: float = 30.0) -> JournalWriter:
+    writer = JournalWriter(sync_redis(), batch_rows=100, claim_idle_seconds=claim_idle_seconds, block_ms=10, name=name)
+    writer.ensure_group()
+    return writer
+
+
+def _row(tenant, tool: str = "echo", **fields):
+    return invocation_row(
+        tenant_id=tenant.pk, key_id=None, key_label="anonymous", tool_name=tool, started_at=time.time(), **fields
+    )
+
+
+def test_each_outcome_becomes_one_row_and_one_count(acme):
+    for outcome in Outcome.values:
+        journal.append_now(
+            _row(
+                acme,
+                f"tool_{outcome}",
+                session_id="journal-test",
+                arguments={"password": "hunter2", "q": "x"},
+                input_schema={"type": "object", "properties": {"password": {"x-sensitive": True}}},
+                outcome=outcome,
+                error_message="" if outcome == "completed" else f"{outcome} happened",
+                duration_ms=1.5,
+            )
+        )
+    assert _writer().step() == len(Outcome.values)
+    rows = list(Invocation.objects.filter(session_id="journal-test").order_by("id"))
+    assert [row.outcome for row in rows] == Outcome.values
+    assert all(row.tool_name == f"tool_{row.outcome}" for row in rows)
+    assert all(row.arguments == {"password": "[redacted]", "q": "x"} for row in rows)
+    assert all(row.call_id and row.duration_ms == 1.5 for row in rows)
+    calls, latency = CALLS.snapshot()
+    assert {key[2]: count for key, count in calls.items() if key[0] == acme.pk} == dict.fromkeys(Outcome.values, 1)
+    assert all(sum(buckets) == 1 for (tenant_id, _), (buckets, _) in latency.items() if tenant_id == acme.pk)
+
+
+def test_written_rows_leave_the_journal(acme, _empty_journal):
+    for _ in range(3):
+        journal.append_now(_row(acme, outcome=Outcome.COMPLETED))
+    assert _empty_journal.xlen(JOURNAL_KEY) == 3
+    _writer().step()
+    assert _empty_journal.xlen(JOURNAL_KEY) == 0
+    assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
+    assert Invocation.objects.filter(tenant=acme).count() == 3
+
+
+def test_a_redelivered_row_is_written_once(acme, _empty_journal):
+    row = _row(acme, outcome=Outcome.COMPLETED)
+    # The same call id twice (a retried append), and again after the first was written.
+    journal.append_now(row)
+    journal.append_now(row)
+    _writer().step()
+    journal.append_now(row)
+    _writer().step()
+    assert Invocation.objects.filter(call_id=row["call_id"]).count() == 1
+
+
+def test_rows_a_dead_writer_took_are_taken_over(acme, _empty_journal):
+    rows = [_row(acme, outcome=Outcome.COMPLETED) for _ in range(5)]
+    for row in rows:
+        journal.append_now(row)
+    dead = _writer("dead-writer")
+    # It took the rows and died before writing them: they are pending under its name.
+    taken = _empty_journal.xreadgroup(GROUP, dead.name, {JOURNAL_KEY: ">"}, count=100)
+    assert len(taken[0][1]) == 5
+    survivor = _writer("survivor", claim_idle_seconds=0.1)
+    deadline = time.monotonic() + 10
+    while Invocation.objects.filter(tenant=acme).count() < 5 and time.monotonic() < deadline:
+        survivor._claimed_at = 0.0  # claim on every step, as after CLAIM_EVERY_SECONDS
+        survivor.step()
+    assert sorted(Invocation.objects.filter(tenant=acme).values_list("call_id", flat=True)) == sorted(
+        row["call_id"] for row in rows
+    )
+    assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
+
+
+def test_a_row_the_database_refuses_is_quarantined_and_the_rest_are_written(acme, _empty_journal):
+    good = [_row(acme, outcome=Outcome.COMPLETED) for _ in range(3)]
+    refused = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "a\u0000b"})  # PostgreSQL stores no NUL
+    journal.append_now(good[0])
+    journal.append_now(refused)
+    journal.append_now(good[1])
+    _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: b"not json"})
+    journal.append_now(good[2])
+    writer = _writer()
+    writer.step()
+    assert Invocation.objects.filter(call_id__in=[row["call_id"] for row in good]).count() == 3
+    quarantined = {row.payload: row.error for row in QuarantinedInvocation.objects.all()}
+    assert len(quarantined) == 2
+    [(payload, error)] = [(p, e) for p, e in quarantined.items() if refused["call_id"] in p]
+    assert "\\u0000" in payload and "DataError" in error
+    assert "undecodable" in quarantined["not json"]
+    assert (writer.written, writer.quarantined) == (3, 2)
+    # Nothing is left to retry: the next rows go through as usual.
+    journal.append_now(_row(acme, outcome=Outcome.ERROR))
+    writer.step()
+    assert Invocation.objects.filter(tenant=acme).count() == 4
+    assert _empty_journal.xlen(JOURNAL_KEY) == 0
+
+
+@override_settings(AUDIT_JOURNAL_MAX_ROWS=3)
+def test_a_full_journal_drops_new_rows_and_counts_them(acme, _empty_journal, caplog):
+    from mcp_platform.metrics import AUDIT_ROWS_DROPPED
+
+    own = Journal()
+    dropped_before = AUDIT_ROWS_DROPPED._value.get()
+
+    async def append(count: int) -> None:
+        for _ in range(count):
+            await own.append(_row(acme, outcome=Outcome.COMPLETED))
+        await async_redis().aclose()
+
+    async_to_sync(append)(6)
+    # The first append read the length (0); the backlog is checked once a second after that.
+    assert _empty_journal.xlen(JOURNAL_KEY) == 6
+    own._gate.checked_at = 0.0  # a second later
+    async_to_sync(append)(3)
+    # That append saw 7 rows (>= 3): the next ones are dropped, counted and logged.
+    assert _empty_journal.xlen(JOURNAL_KEY) == 7
+    assert AUDIT_ROWS_DROPPED._value.get() - dropped_before == 2
+    assert "is the audit writer running?" in caplog.text
+    # A writer drains it; the next check lets rows in again.
+    _writer().step()
+    own._gate.checked_at = 0.0
+    async_to_sync(append)(2)
+    assert _empty_journal.xlen(JOURNAL_KEY) == 2
+
+
+def test_the_payload_is_ascii_json(acme):
+    row = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃ and a lone \udc80"})
+    assert encode(row).isascii()
