@@ -26,12 +26,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from django.conf import settings
-from redis.asyncio.client import Pipeline
 
 from audit.redaction import redact_arguments
 from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
-from mcp_platform.redis_clients import async_redis, sync_redis
+from mcp_platform.redis_batch import Command
+from mcp_platform.redis_clients import command_batch, sync_redis
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +95,13 @@ def invocation_row(
 
 
 def encode(row: dict[str, Any]) -> bytes:
-    # ensure_ascii keeps any text (lone surrogates included) encodable; the writer decodes it.
-    return json.dumps(row, separators=(",", ":")).encode()
+    """UTF-8 JSON (orjson: cheap on the call path). Text that is not valid Unicode (a lone
+    surrogate) cannot be UTF-8: such a row goes as ASCII JSON with escapes instead, and the
+    writer quarantines whatever the database cannot store."""
+    try:
+        return orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:
+        return json.dumps(row, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -113,36 +119,37 @@ class Journal:
         self._gate = _Gate()
         self._denied: dict[str, tuple[float, int]] = defaultdict(lambda: (0.0, 0))
 
-    def queue(self, pipe: Pipeline, row: dict[str, Any]) -> bool:
-        """Add the row's XADD to ``pipe``; the caller executes it before answering the call.
+    def commands(self, row: dict[str, Any]) -> list[Command]:
+        """The commands that append the row; the caller sends them (with its own end-of-call
+        commands, in one batch) and hands the answers to ``saw`` before answering the call.
 
-        Returns True when the stream's length was queued last as well: then pass the
-        pipeline's last answer to ``saw``. Counts the call for /metrics in any case; with
-        ``AUDIT_INVOCATIONS=0`` or a full backlog the row itself is not appended.
+        Counts the call for /metrics in any case; with ``AUDIT_INVOCATIONS=0`` or a full
+        backlog the row itself is not appended (no commands).
         """
         CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
         if not settings.AUDIT_INVOCATIONS or not self._accepting():
-            return False
-        pipe.xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
+            return []
+        commands: list[Command] = [("XADD", JOURNAL_KEY, "*", ROW_FIELD, encode(row))]
         now = time.monotonic()
-        if now - self._gate.checked_at < BACKLOG_CHECK_SECONDS:
-            return False
-        self._gate.checked_at = now
-        pipe.xlen(JOURNAL_KEY)
-        return True
+        if now - self._gate.checked_at >= BACKLOG_CHECK_SECONDS:
+            self._gate.checked_at = now
+            commands.append(("XLEN", JOURNAL_KEY))
+        return commands
 
-    def saw(self, backlog: int) -> None:
-        """The stream's length, as the pipeline ``queue`` asked for it answered."""
-        self._gate.backlog = backlog
+    def saw(self, commands: list[Command], answers: list[Any]) -> None:
+        """Check the answers to ``commands`` (the last ones of a batch): raise if Redis refused
+        the row, note the backlog if it was read."""
+        for command, answer in zip(commands, answers[len(answers) - len(commands) :], strict=True):
+            if isinstance(answer, Exception):
+                raise answer
+            if command[0] == "XLEN":
+                self._gate.backlog = int(answer)
 
     async def append(self, row: dict[str, Any]) -> None:
-        """Append one row on its own (rows not tied to a call's pipeline, e.g. refusals)."""
-        pipe = async_redis().pipeline(transaction=False)
-        checks_backlog = self.queue(pipe, row)
-        if len(pipe):
-            results = await pipe.execute()
-            if checks_backlog:
-                self.saw(results[-1])
+        """Append one row on its own (rows not tied to a call, e.g. refusals)."""
+        commands = self.commands(row)
+        if commands:
+            self.saw(commands, await command_batch().run(commands))
 
     def append_now(self, row: dict[str, Any]) -> None:
         """Append one row from synchronous code (Celery workers)."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import orjson
 import redis
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from psycopg.types.json import Jsonb
@@ -74,7 +75,10 @@ class Entry:
 def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
     raw = fields.get(ROW_FIELD, b"")
     try:
-        row = json.loads(raw)
+        try:
+            row = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            row = json.loads(raw)  # ASCII rows with escapes orjson refuses (lone surrogates)
         if not isinstance(row, dict) or not all(column in row for column in COLUMNS):
             raise ValueError("not an invocation row")
     except ValueError as exc:
@@ -161,7 +165,7 @@ def write_entries(entries: Sequence[Entry], insert: Callable[[Sequence[dict[str,
         QuarantinedInvocation.objects.bulk_create(
             QuarantinedInvocation(
                 journal_id=entry.journal_id,
-                payload=entry.raw.decode("ascii", errors="backslashreplace"),
+                payload=entry.raw.decode("utf-8", errors="backslashreplace").replace("\x00", "\\x00"),
                 error=entry.problem[:4000],
             )
             for entry in bad

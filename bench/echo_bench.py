@@ -61,20 +61,29 @@ def server_command(kind: str, app: str, port: int) -> list[str]:
     raise ValueError(kind)
 
 
+def wait_for_port(port: int, timeout: float = 30.0) -> None:
+    """Return once something accepts connections on the loopback port."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+
+
 def start(kind: str, app: str, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     process = subprocess.Popen(
         server_command(kind, app, port), cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError(f"{kind} did not start")
+    try:
+        wait_for_port(port)
+    except RuntimeError:
+        process.kill()
+        raise
+    return process, f"http://127.0.0.1:{port}"
 
 
 def prepare(env: dict[str, str]) -> str:

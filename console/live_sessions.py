@@ -15,7 +15,7 @@ from django.conf import settings
 
 from mcp_platform.mcp import messages, names
 from mcp_platform.mcp.sessions import LiveSession, SessionStore
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_clients import async_redis, command_batch
 from tenants.models import Tenant
 
 
@@ -32,7 +32,7 @@ class SessionRow:
 
 
 def _store() -> SessionStore:
-    return SessionStore(async_redis(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS)
+    return SessionStore(async_redis(), command_batch(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS)
 
 
 def _row(tenant: Tenant, live: LiveSession) -> SessionRow:

@@ -1,26 +1,31 @@
-"""ASGI entry point: MCP endpoints go to the Channels consumer, everything else to Django."""
+"""ASGI entry point: ``/mcp/<tenant>`` goes straight to the MCP endpoint, everything else to Django.
+
+The MCP path gets no Django middleware (no CSRF, no APPEND_SLASH redirect, no session
+lookup) and no per-request routing objects: one compiled pattern decides.
+"""
 
 import os
+import re
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from django.urls import re_path  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from mcp_platform.consumers import McpConsumer  # noqa: E402
+from mcp_platform.endpoint import mcp_endpoint  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": URLRouter(
-            [
-                # No Django middleware here: no CSRF, no APPEND_SLASH redirect, no session lookup.
-                re_path(r"^mcp/(?P<tenant>[A-Za-z0-9_-]+)/?$", McpConsumer.as_asgi()),
-                # URLRouter routes to ASGI apps; django-stubs types re_path for Django views only.
-                re_path(r"", django_asgi_app),  # type: ignore[arg-type]
-            ]
-        ),
-    }
-)
+MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
+
+
+async def http_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    match = MCP_PATH.match(scope["path"])
+    if match is not None:
+        await mcp_endpoint(scope, receive, send, tenant=match.group(1))
+    else:
+        await django_asgi_app(scope, receive, send)
+
+
+application = ProtocolTypeRouter({"http": http_app})

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from mcp_platform.redis_clients import async_redis, sync_redis
+from mcp_platform.redis_clients import command_batch, sync_redis
 
 GENERATION_KEY = "toolbay:catalog:gen"
 ALL_TENANTS = "all"
@@ -28,7 +28,7 @@ def tenant_field(slug: str) -> str:
 
 
 async def read(slug: str) -> Generation:
-    every, own = await async_redis().hmget(GENERATION_KEY, [ALL_TENANTS, tenant_field(slug)])
+    every, own = await command_batch().one("HMGET", GENERATION_KEY, ALL_TENANTS, tenant_field(slug))
     return (int(every or 0), int(own or 0))
 
 

@@ -24,7 +24,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
 from audit.journal import JOURNAL_KEY
-from mcp_platform.consumers import streams_held
+from mcp_platform.endpoint import streams_held
 from mcp_platform.metrics import AUDIT_BACKLOG, OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
 

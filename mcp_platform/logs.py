@@ -17,12 +17,30 @@ import contextvars
 import json
 import logging
 import re
-import uuid
+import secrets
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("toolbay_request_id", default="")
+
+class LazyRequestId:
+    """A request id made only if something is logged: most MCP requests log nothing."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        self._value = ""
+
+    def __str__(self) -> str:
+        if not self._value:
+            self._value = secrets.token_hex(8)
+        return self._value
+
+    def __bool__(self) -> bool:
+        return True
+
+
+request_id_var: contextvars.ContextVar[str | LazyRequestId] = contextvars.ContextVar("toolbay_request_id", default="")
 session_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("toolbay_session_id", default="")
 call_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("toolbay_call_id", default="")
 
@@ -40,21 +58,21 @@ def new_request_id(offered: str | bytes | None = None) -> str:
         offered = offered.decode("latin-1")
     if offered and _REQUEST_ID.match(offered):
         return offered
-    return uuid.uuid4().hex[:16]
+    return secrets.token_hex(8)
 
 
 @contextlib.contextmanager
 def log_context(*, request_id: str = "", session_id: str = "", call_id: str = "") -> Iterator[None]:
-    tokens = [
-        (var, var.set(value))
-        for var, value in ((request_id_var, request_id), (session_id_var, session_id), (call_id_var, call_id))
-        if value
-    ]
+    pairs: tuple[tuple[contextvars.ContextVar[Any], str], ...] = (
+        (request_id_var, request_id),
+        (session_id_var, session_id),
+        (call_id_var, call_id),
+    )
+    tokens = [(var, var.set(value)) for var, value in pairs if value]
     try:
         yield
     finally:
-        for var, token in reversed(tokens):
-            var.reset(token)
+        leave_log_context(tokens)
 
 
 def _celery_ids() -> tuple[str, str]:
@@ -79,7 +97,7 @@ class LogContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         # Locals because LogRecord declares no such attributes (mypy would reject reading them).
         # django.request logs 4xx/5xx after the middleware returned, with the request attached.
-        request_id = (
+        request_id = str(
             getattr(record, "request_id", "")
             or request_id_var.get()
             or getattr(getattr(record, "request", None), "request_id", "")
@@ -123,15 +141,31 @@ def _plain(value: Any) -> bool:
     return isinstance(value, str | int | float | bool) or value is None
 
 
-def mcp_log_context(scope: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
-    """The log context of one MCP request (ASGI scope): its request id and session id."""
-    offered, session_id = None, ""
+def enter_mcp_log_context(scope: dict[str, Any]) -> list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]]:
+    """Set the log context of one MCP request (ASGI scope): its request id (the proxy's, or
+    one made when first logged) and session id. Returns what ``leave_log_context`` undoes.
+
+    Plain sets and resets rather than a context manager: this runs for every MCP request.
+    """
+    offered: bytes | None = None
+    session_id = ""
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
             offered = value
         elif name == b"mcp-session-id":
             session_id = value.decode("latin-1")[:128]
-    return log_context(request_id=new_request_id(offered), session_id=session_id)
+    request_id: str | LazyRequestId = new_request_id(offered) if offered else LazyRequestId()
+    tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]] = [
+        (request_id_var, request_id_var.set(request_id))
+    ]
+    if session_id:
+        tokens.append((session_id_var, session_id_var.set(session_id)))
+    return tokens
+
+
+def leave_log_context(tokens: list[tuple[contextvars.ContextVar[Any], contextvars.Token[Any]]]) -> None:
+    for var, token in reversed(tokens):
+        var.reset(token)
 
 
 class RequestIdMiddleware:

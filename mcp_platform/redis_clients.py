@@ -13,6 +13,8 @@ import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
+from mcp_platform.redis_batch import CommandBatch
+
 # redis-py 8 reads with a 5 s socket timeout by default, as long as the blocking reads here
 # (XREAD BLOCK, channels-redis's BZPOPMIN) wait: they would race. Blocking calls wait at
 # most 5 s, so 30 s only fires for a Redis that really stopped answering.
@@ -20,6 +22,7 @@ SOCKET_TIMEOUT_SECONDS = 30
 
 _sync_client: redis.Redis | None = None
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommandBatch] = weakref.WeakKeyDictionary()
 
 
 def sync_redis() -> redis.Redis:
@@ -47,3 +50,12 @@ def async_redis() -> aioredis.Redis:
         )
         _async_clients[loop] = client
     return client
+
+
+def command_batch() -> CommandBatch:
+    """This event loop's batch of hot-path commands (see ``mcp_platform.redis_batch``)."""
+    loop = asyncio.get_running_loop()
+    batch = _batches.get(loop)
+    if batch is None:
+        batch = _batches[loop] = CommandBatch(settings.REDIS_URL, timeout_seconds=SOCKET_TIMEOUT_SECONDS)
+    return batch

@@ -265,6 +265,9 @@ LOG_FORMAT = env_str("LOG_FORMAT", "plain").strip().lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}")
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")
+# uvicorn's access log: one line per HTTP request. On by default while DEBUG=1; in production it
+# costs a log record per MCP call, so it is off unless asked for (the reverse proxy logs requests).
+ACCESS_LOG = env_bool("ACCESS_LOG", DEBUG)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -275,13 +278,16 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
-    # In JSON mode uvicorn's server messages are JSON too. Its access log ("uvicorn.access") is
-    # left as uvicorn set it up, so --no-access-log keeps working; those lines stay plain text.
-    "loggers": (
-        {"uvicorn.error": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}}
-        if LOG_FORMAT == "json"
-        else {}
-    ),
+    # In JSON mode uvicorn's server messages are JSON too. Its access log ("uvicorn.access") keeps
+    # uvicorn's plain format; ACCESS_LOG=0 silences it (as --no-access-log does).
+    "loggers": {
+        **(
+            {"uvicorn.error": {"handlers": ["console"], "level": LOG_LEVEL, "propagate": False}}
+            if LOG_FORMAT == "json"
+            else {}
+        ),
+        **({} if ACCESS_LOG else {"uvicorn.access": {"handlers": [], "level": "CRITICAL", "propagate": False}}),
+    },
 }
 # Celery workers keep these handlers instead of installing their own (which are plain text).
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

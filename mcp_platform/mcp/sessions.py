@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
+import asyncio
 import secrets
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
+import orjson
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import names
+from mcp_platform.redis_batch import CommandBatch
 
 
 @dataclass
@@ -27,11 +29,11 @@ class Session:
     credential: str = ""  # a label for operators (key name and prefix), never the key
 
     def dump(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return orjson.dumps(asdict(self)).decode()
 
     @classmethod
     def load(cls, raw: bytes | str) -> Session:
-        return cls(**json.loads(raw))
+        return cls(**orjson.loads(raw))
 
 
 def new_session_id() -> str:
@@ -50,9 +52,35 @@ class LiveSession:
 TOUCH_INTERVAL_SECONDS = 30.0
 
 
+def _retrieve(answer: asyncio.Future[list[Any]]) -> None:
+    if not answer.cancelled():
+        answer.exception()
+
+
+class SessionLookup:
+    """A session read in flight (``SessionStore.lookup``)."""
+
+    def __init__(self, answer: asyncio.Future[list[Any]] | None) -> None:
+        self._answer = answer
+        if answer is not None:
+            # A request refused before it looks at its session never reads the answer.
+            answer.add_done_callback(_retrieve)
+
+    async def session(self) -> Session | None:
+        """The session; None when unknown, expired or deleted."""
+        if self._answer is None:
+            return None
+        (raw,) = await self._answer
+        if isinstance(raw, Exception):
+            raise raw
+        return Session.load(raw) if raw is not None else None
+
+
 class SessionStore:
-    def __init__(self, redis: Redis, *, idle_seconds: int) -> None:
+    def __init__(self, redis: Redis, batch: CommandBatch, *, idle_seconds: int) -> None:
         self._redis = redis
+        # Lookups on the request path go out with the other requests' commands of the same turn.
+        self._batch = batch
         self.idle_seconds = idle_seconds
         self._touched: dict[str, float] = {}
 
@@ -100,12 +128,16 @@ class SessionStore:
             await self._redis.zrem(index, *gone)
         return live
 
+    def lookup(self, session_id: str) -> SessionLookup:
+        """Start reading the session (its idle timer renewed): the read goes out with this
+        turn's other commands, e.g. while the caller's credential is being checked."""
+        if not session_id or len(session_id) > 128:
+            return SessionLookup(None)
+        return SessionLookup(self._batch.run((("GETEX", names.session_key(session_id), "EX", self.idle_seconds),)))
+
     async def get(self, session_id: str) -> Session | None:
         """The session, its idle timer renewed; None when unknown, expired or deleted."""
-        if not session_id or len(session_id) > 128:
-            return None
-        raw = await self._redis.getex(names.session_key(session_id), ex=self.idle_seconds)
-        return Session.load(raw) if raw is not None else None
+        return await self.lookup(session_id).session()
 
     async def save(self, session: Session) -> None:
         await self._redis.set(names.session_key(session.id), session.dump(), ex=self.idle_seconds)

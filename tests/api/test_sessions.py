@@ -7,13 +7,13 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_clients import async_redis, command_batch
 
 pytestmark = pytest.mark.django_db
 
 
 async def _store_call(method: str, *args):
-    store = SessionStore(async_redis(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS)
+    store = SessionStore(async_redis(), command_batch(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS)
     return await getattr(store, method)(*args)
 
 

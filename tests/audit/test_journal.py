@@ -165,6 +165,7 @@ def test_a_full_journal_drops_new_rows_and_counts_them(acme, _empty_journal, cap
     assert _empty_journal.xlen(JOURNAL_KEY) == 2
 
 
-def test_the_payload_is_ascii_json(acme):
+def test_rows_with_text_utf8_cannot_carry_still_encode(acme):
     row = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃ and a lone \udc80"})
-    assert encode(row).isascii()
+    assert encode(row).isascii() and b"\\udc80" in encode(row)
+    assert encode(_row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃"})).decode().count("☃") == 1

@@ -8,7 +8,14 @@ import logging
 
 import pytest
 
-from mcp_platform.logs import JsonFormatter, LogContextFilter, log_context, mcp_log_context, new_request_id
+from mcp_platform.logs import (
+    JsonFormatter,
+    LogContextFilter,
+    enter_mcp_log_context,
+    leave_log_context,
+    log_context,
+    new_request_id,
+)
 
 
 def _format(message: str = "hello %s", *args, **extra) -> dict:
@@ -62,9 +69,21 @@ def test_request_ids_from_proxies_are_only_taken_when_plain(offered, kept):
 
 def test_mcp_requests_log_their_session():
     scope = {"headers": [(b"x-request-id", b"edge-7"), (b"mcp-session-id", b"s-42"), (b"accept", b"*/*")]}
-    with mcp_log_context(scope):
+    tokens = enter_mcp_log_context(scope)
+    try:
         entry = _format()
+    finally:
+        leave_log_context(tokens)
     assert entry["request_id"] == "edge-7" and entry["session_id"] == "s-42"
+
+
+def test_mcp_requests_without_a_proxy_id_get_one_when_they_log():
+    tokens = enter_mcp_log_context({"headers": []})
+    try:
+        first, second = _format(), _format()
+    finally:
+        leave_log_context(tokens)
+    assert len(first["request_id"]) == 16 and first["request_id"] == second["request_id"]
 
 
 def test_django_requests_get_an_id_echoed_and_logged(client, db, caplog):

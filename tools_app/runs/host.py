@@ -17,7 +17,7 @@ from mcp_platform.mcp.calls import CallLink
 from mcp_platform.mcp.host import AuthError
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache
@@ -124,14 +124,11 @@ class PlatformToolHost:
         return finished.result
 
     async def _end_call(self, tenant_id: int, *, release_slot: bool, record: dict[str, Any] | None) -> None:
-        pipe = async_redis().pipeline(transaction=False)
-        if release_slot:
-            limits.queue_release(pipe, tenant_id)
-        checks_backlog = journal.queue(pipe, record) if record is not None else False
-        if len(pipe):
-            results = await pipe.execute()
-            if checks_backlog:
-                journal.saw(results[-1])
+        commands = [limits.release_command(tenant_id)] if release_slot else []
+        recording = journal.commands(record) if record is not None else []
+        if commands or recording:
+            answers = await command_batch().run([*commands, *recording])
+            journal.saw(recording, answers)
 
     @staticmethod
     async def _run(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Finished:

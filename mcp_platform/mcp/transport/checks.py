@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
@@ -38,6 +39,8 @@ def _media_ranges(accept: str) -> list[tuple[str, float]]:
     return ranges
 
 
+# Clients send the same few header values again and again: the answers are memoized (bounded).
+@functools.lru_cache(maxsize=512)
 def accepts(accept: str | None, media_type: str) -> bool:
     """Whether an Accept header admits ``media_type`` (wildcards and q=0 honoured)."""
     if not accept:
@@ -67,7 +70,8 @@ def host_name(host_header: str) -> str:
     return host.rsplit(":", 1)[0] if ":" in host else host
 
 
-def host_allowed(host_header: str | None, allowed_hosts: Iterable[str]) -> bool:
+@functools.lru_cache(maxsize=512)
+def host_allowed(host_header: str | None, allowed_hosts: tuple[str, ...]) -> bool:
     """Port-agnostic Host allow-list; ``*`` admits any host, ``.example.com`` subdomains."""
     if not host_header:
         return False
@@ -81,7 +85,7 @@ def host_allowed(host_header: str | None, allowed_hosts: Iterable[str]) -> bool:
     return False
 
 
-def origin_allowed(origin: str | None, allowed_origins: Iterable[str], allowed_hosts: Iterable[str]) -> bool:
+def origin_allowed(origin: str | None, allowed_origins: Iterable[str], allowed_hosts: tuple[str, ...]) -> bool:
     """No Origin (non-browser clients) is fine; otherwise it must be listed, or name an allowed host."""
     if origin is None:
         return True

@@ -27,7 +27,7 @@ from mcp_platform.mcp.engine import Engine
 from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
-from mcp_platform.mcp.sessions import Session
+from mcp_platform.mcp.sessions import Session, SessionLookup
 from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.post_stream import PostStream
@@ -92,14 +92,14 @@ class StreamableHttp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
         responder = Responder(send)
         headers = checks.header_map(scope.get("headers", []))
-        lookup: asyncio.Future[Session | None] | None = None
+        lookup: SessionLookup | None = None
         try:
             self._check_host_and_origin(headers)
             session_id = headers.get(SESSION_HEADER)
             if session_id:
                 # Fetch the session while the credential is checked: two Redis round trips
                 # overlap instead of adding up. It is used only once the credential passed.
-                lookup = asyncio.ensure_future(self.engine.sessions.get(session_id))
+                lookup = self.engine.sessions.lookup(session_id)
             identity = await self._authenticate(endpoint, headers)
             method = scope.get("method", "GET")
             if method == "POST":
@@ -113,9 +113,6 @@ class StreamableHttp:
         except HttpProblem as problem:
             if not responder.started:
                 await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
-        finally:
-            if lookup is not None and not lookup.done():
-                lookup.cancel()
 
     # --- checks shared by every method -----------------------------------------------
 
@@ -138,12 +135,10 @@ class StreamableHttp:
                 raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None
             raise HttpProblem(exc.status, SERVER_ERROR, exc.message) from None
 
-    async def _session(
-        self, identity: Identity, headers: dict[str, str], lookup: asyncio.Future[Session | None] | None
-    ) -> Session:
+    async def _session(self, identity: Identity, headers: dict[str, str], lookup: SessionLookup | None) -> Session:
         if lookup is None:
             raise HttpProblem(400, SERVER_ERROR, "Bad Request: Mcp-Session-Id header is required")
-        session = await lookup
+        session = await lookup.session()
         # A session bound to another credential looks exactly like a missing one.
         if session is None or session.subject != identity.subject:
             raise HttpProblem(404, SESSION_NOT_FOUND, "Session not found")
@@ -182,7 +177,7 @@ class StreamableHttp:
         headers: dict[str, str],
         receive: Receive,
         responder: Responder,
-        lookup: asyncio.Future[Session | None] | None,
+        lookup: SessionLookup | None,
     ) -> None:
         accept = headers.get("accept")
         if not (checks.accepts(accept, checks.JSON) and checks.accepts(accept, checks.SSE)):
@@ -214,13 +209,12 @@ class StreamableHttp:
             await self._absorb(session, message)
             await responder.whole(202, b"", [])
             return
-        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
-        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
+        stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
         try:
             # A client that goes away does not cancel the call: its result is stored for resumption.
             await stream.finish(await self.engine.handle_request(session, identity, message, stream))
         finally:
-            watcher.cancel()
+            stream.stop()
 
     def _reject_modern(self, header_version: str | None, payload: Any) -> None:
         """2026-07-28 stateless requests are not served yet: answer as for an unsupported version,
@@ -261,7 +255,7 @@ class StreamableHttp:
         payload: list[Any],
         receive: Receive,
         responder: Responder,
-        lookup: asyncio.Future[Session | None] | None,
+        lookup: SessionLookup | None,
     ) -> None:
         if not payload:
             raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
@@ -270,7 +264,7 @@ class StreamableHttp:
             raise HttpProblem(
                 400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol {session.protocol_version}"
             )
-        stream = PostStream(responder, self.events, session, self.config.keepalive_seconds)
+        stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
         responses: list[dict[str, Any]] = []
         requests: list[Message] = []
         for item in payload:
@@ -290,7 +284,6 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
-        watcher = asyncio.ensure_future(watch_disconnect(receive, responder))
         try:
             answers = await asyncio.gather(
                 *(self.engine.handle_request(session, identity, m, stream) for m in requests)
@@ -304,7 +297,7 @@ class StreamableHttp:
                     responses.append(answer)
             await stream.finish(responses or None)
         finally:
-            watcher.cancel()
+            stream.stop()
 
     # --- GET ----------------------------------------------------------------------------
 
@@ -314,7 +307,7 @@ class StreamableHttp:
         headers: dict[str, str],
         receive: Receive,
         responder: Responder,
-        lookup: asyncio.Future[Session | None] | None,
+        lookup: SessionLookup | None,
     ) -> None:
         if not checks.accepts(headers.get("accept"), checks.SSE):
             raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
@@ -376,7 +369,7 @@ class StreamableHttp:
         identity: Identity,
         headers: dict[str, str],
         responder: Responder,
-        lookup: asyncio.Future[Session | None] | None,
+        lookup: SessionLookup | None,
     ) -> None:
         session = await self._session(identity, headers, lookup)
         await self.engine.sessions.delete(session)

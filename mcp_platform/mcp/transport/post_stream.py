@@ -12,7 +12,7 @@ from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.events import EventStore, StoredEvent
 from mcp_platform.mcp.sessions import Session
 from mcp_platform.mcp.transport import sse
-from mcp_platform.mcp.transport.responder import Responder
+from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.versions import supports_priming
 
 # How long a client waits before reconnecting after the server closed a stream early.
@@ -30,13 +30,16 @@ class PostStream:
     """
 
     responder: Responder
+    receive: Receive
     events: EventStore
     session: Session
     keepalive_seconds: float
     stream_id: str = field(default_factory=lambda: "p" + secrets.token_hex(8))
     _sse: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _keepalive: asyncio.Task[None] | None = None
+    # Only a stream that went SSE needs these: keep-alives, and noticing that the client left
+    # (a JSON answer is one write; a client gone by then is noticed by that write).
+    _companions: tuple[asyncio.Task[None], ...] = ()
 
     @property
     def session_id(self) -> str:
@@ -75,7 +78,7 @@ class PostStream:
     async def finish(self, response: Any) -> None:
         """Deliver the final response(s) (None: nothing to answer, e.g. a cancelled call)."""
         async with self._lock:
-            self._stop_keepalive()
+            self.stop()
             if isinstance(response, Relayed):  # already in the log, written by a worker
                 await self.forward_locked(response.final_event)
                 await self.responder.end()
@@ -103,16 +106,19 @@ class PostStream:
             return None
         self._sse = True
         await self.responder.start(200, list(sse.HEADERS))
-        self._keepalive = asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds))
+        self._companions = (
+            asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds)),
+            asyncio.ensure_future(watch_disconnect(self.receive, self.responder)),
+        )
         if supports_priming(self.session.protocol_version):
             event_id = await self.events.append(self.session.id, self.stream_id, b"")
             await self.responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
             return event_id.split(".", 1)[1]
         return None
 
-    def _stop_keepalive(self) -> None:
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+    def stop(self) -> None:
+        for task in self._companions:
+            task.cancel()
 
 
 async def _keepalive(responder: Responder, interval: float) -> None:

@@ -1,9 +1,11 @@
-"""The Channels consumer for ``/mcp/<tenant>``: ASGI plumbing onto the MCP transport.
+"""``/mcp/<tenant>``: the MCP engine, wired to the platform (its ToolHost, stores, settings).
 
-It overrides ``AsyncConsumer.__call__`` because the stock loop creates a channel-layer
-channel and closes stale database connections (a thread hop) for every message; the MCP
-hot path needs neither. Channel-layer traffic (cancellation, answers to server requests)
-is received by the call that needs it, see ``mcp_platform.mcp.server``.
+One transport per event loop (Redis connections belong to a loop). The endpoint is plain
+ASGI, routed by ``mcp_platform.asgi`` without a Channels consumer per request: a consumer's
+loop would create a channel-layer channel and close stale database connections (a thread
+hop) for every request, and the hot path needs neither. The Channels layer carries what
+crosses processes (cancellations, answers to server requests, change wake-ups), received
+by whoever needs it (``mcp_platform.mcp.calls``, ``mcp_platform.mcp.transport.hub``).
 """
 
 from __future__ import annotations
@@ -13,17 +15,16 @@ import weakref
 from functools import lru_cache
 from typing import Any
 
-from channels.consumer import AsyncConsumer
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from mcp_platform.logs import mcp_log_context
+from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.mcp.sessions import SessionStore
 from mcp_platform.mcp.transport.http import StreamableHttp, TransportConfig
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_clients import async_redis, command_batch
 from tenants.auth import tenant_directory
 from tools_app.catalog.cache import catalog_cache
 from tools_app.runs.host import PlatformToolHost
@@ -37,7 +38,7 @@ def build_transport() -> StreamableHttp:
     events = EventStore(redis, ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
     engine = Engine(
         host=PlatformToolHost(tenant_directory, catalog_cache),
-        sessions=SessionStore(redis, idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),
+        sessions=SessionStore(redis, command_batch(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),
         redis=redis,
         layer=get_channel_layer(),
         cursors=CursorCodec(settings.SECRET_KEY.encode()),
@@ -79,9 +80,10 @@ def streams_held() -> int:
     return sum(transport.hub().held() for transport in list(_built))
 
 
-class McpConsumer(AsyncConsumer):
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        self.scope = scope
-        endpoint = scope["url_route"]["kwargs"]["tenant"]
-        with mcp_log_context(scope):
-            await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=endpoint)
+async def mcp_endpoint(scope: dict[str, Any], receive: Any, send: Any, *, tenant: str) -> None:
+    """``/mcp/<tenant>``: the MCP transport, with the request's log context."""
+    tokens = enter_mcp_log_context(scope)
+    try:
+        await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=tenant)
+    finally:
+        leave_log_context(tokens)

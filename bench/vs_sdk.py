@@ -1,0 +1,184 @@
+"""tools/call echo: Toolbay against the official MCP SDK server, same load client, same run.
+
+    make bench BENCH=vs_sdk [BENCH_ARGS="--sessions 1 8 32 --seconds 5"]
+
+Rows, each one uvicorn process (uvloop, httptools) on loopback:
+- ``toolbay``: the production configuration (README, compose): DEBUG=0, PostgreSQL
+  (BENCH_DATABASE_URL, dropped and recreated), the audit writer running, call limits set on
+  the tenant (so the limit counters run), access log as its setting has it (off);
+- ``sdk``: ``bench/sdk_server.py``, the official ``mcp`` SDK's ``MCPServer`` with the same
+  echo tool, ``json_response=True``, access log off;
+- ``make-run``: ``make run``'s defaults: DEBUG=1, a SQLite file, the audit writer, access log on.
+
+Auth, argument validation, limits and audit are on in every Toolbay row. Each session is one
+keep-alive connection with its own MCP session, calling back to back (``bench/loadgen.py``);
+the servers take turns, never overlap, and the ratios are against the SDK of the same run
+because the 2-core machine's absolute numbers move from minute to minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from cryptography.fernet import Fernet
+
+from bench.background_bench import BENCH_DATABASE_URL, recreate_database
+from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, wait_for_port
+from bench.loadgen import LoadResult, run_load
+
+LIMITS = """
+from tenants.models import Tenant
+Tenant.objects.filter(slug="demo").update(calls_per_minute=100_000_000, max_concurrent_calls=100_000)
+"""
+
+
+def uvicorn(app: str, port: int, *, access_log: bool) -> list[str]:
+    # As the Procfile runs it; --no-access-log only where the peer runs without one.
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--log-level",
+        "warning",
+    ]
+    return command if access_log else [*command, "--no-access-log"]
+
+
+class Deployment:
+    """A Toolbay server, its audit writer and a key, on a database of its own."""
+
+    def __init__(self, name: str, env: dict[str, str]) -> None:
+        self.name = name
+        self.env = env
+        self.processes: list[subprocess.Popen[bytes]] = []
+        self.url = ""
+        self.key = ""
+
+    def prepare(self) -> None:
+        manage = [sys.executable, "manage.py"]
+        run = {"cwd": ROOT, "env": self.env, "check": True}
+        subprocess.run([*manage, "migrate", "-v", "0"], **run)
+        subprocess.run([*manage, "seed_demo"], **run, stdout=subprocess.DEVNULL)
+        subprocess.run([*manage, "shell", "-c", LIMITS], **run)
+        out = subprocess.run(
+            [*manage, "create_api_key", "demo", "--name", f"bench-{time.time_ns()}"],
+            **run,
+            capture_output=True,
+            text=True,
+        ).stdout
+        self.key = out.strip().splitlines()[-1]
+
+    def start(self) -> None:
+        port = free_port()
+        for command in (
+            uvicorn("mcp_platform.asgi:application", port, access_log=True),  # ACCESS_LOG decides
+            [sys.executable, "manage.py", "audit_writer"],
+        ):
+            self.processes.append(
+                subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            )
+        wait_for_port(port)
+        self.url = f"http://127.0.0.1:{port}/mcp/demo"
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.wait(20)
+        self.processes.clear()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    base = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+    }
+    for variable in ("DEBUG", "SECRET_KEY", "TOOLBAY_SECRET_KEYS", "DATABASE_URL", "ACCESS_LOG", "LOG_LEVEL"):
+        base.pop(variable, None)
+    production = Deployment(
+        "toolbay",
+        {
+            **base,
+            "DEBUG": "0",
+            "SECRET_KEY": f"bench-{time.time_ns()}-not-a-secret",
+            "TOOLBAY_SECRET_KEYS": Fernet.generate_key().decode(),
+            "DATABASE_URL": BENCH_DATABASE_URL,
+        },
+    )
+    tmp = Path(tempfile.mkdtemp(prefix="toolbay-vs-sdk-"))
+    make_run = Deployment("make-run", {**base, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}"})
+    recreate_database()
+    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    for deployment in (production, make_run):
+        deployment.prepare()
+
+    port = free_port()
+    sdk_command = uvicorn("bench.sdk_server:app", port, access_log=False)
+    results: dict[tuple[str, int], LoadResult] = {}
+    for n in args.sessions:
+        # Each server alone on the machine while it is measured, all within one minute per size.
+        for deployment in (production, make_run):
+            deployment.start()
+            try:
+                results[deployment.name, n] = asyncio.run(
+                    run_load(deployment.url, deployment.key, n, args.seconds, ECHO)
+                )
+            finally:
+                deployment.stop()
+        sdk = subprocess.Popen(sdk_command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(port)
+            results["sdk", n] = asyncio.run(run_load(f"http://127.0.0.1:{port}/mcp", None, n, args.seconds, ECHO))
+        finally:
+            sdk.terminate()
+            sdk.wait(10)
+        peer = results["sdk", n]
+        for name in ("toolbay", "make-run", "sdk"):
+            result = results[name, n]
+            print(
+                f"N={n:<3} {name:9} {result.rate:7.0f} calls/s (x{result.rate / peer.rate:4.2f})  "
+                f"p50 {result.percentile(0.5):6.2f} ms  p99 {result.percentile(0.99):6.2f} ms "
+                f"(x{result.percentile(0.99) / peer.percentile(0.99):4.2f})",
+                flush=True,
+            )
+    if args.json:
+        rows = [
+            {
+                "server": name,
+                "sessions": n,
+                **result.summary(),
+                "rate_vs_sdk": round(result.rate / results["sdk", n].rate, 3),
+            }
+            for (name, n), result in results.items()
+        ]
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
