@@ -8,7 +8,7 @@ and every other keyword survive untouched). A schema without ``$schema`` is JSON
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 from jsonschema import Draft202012Validator
@@ -32,13 +32,14 @@ def _validator_class(schema: dict[str, Any]) -> type[Validator]:
         return Draft202012Validator
     if not isinstance(declared, str):
         raise SchemaProblem("$schema must be a string naming a JSON Schema draft")
-    cls = jsonschema.validators.validator_for(schema, default=None)  # type: ignore[call-overload]
+    # default=None: an unknown $schema gives None (no silent fallback, no DeprecationWarning).
+    cls: type[Validator] | None = jsonschema.validators.validator_for(schema, default=cast("type[Validator]", None))
     if cls is None:
         raise SchemaProblem(
             f"$schema names an unsupported dialect {declared!r}; use JSON Schema 2020-12 "
             "(the default when $schema is omitted), 2019-09, draft-07, draft-06 or draft-04"
         )
-    return cls  # type: ignore[no-any-return]
+    return cls
 
 
 def _refs(node: Any) -> Iterator[str]:
@@ -102,4 +103,5 @@ def first_error(validator: Validator, instance: Any) -> JsonSchemaValidationErro
     """The most relevant validation error (jsonschema's own ranking), or None when valid."""
     if validator.is_valid(instance):  # the common case; ranking errors costs a lot more
         return None
-    return jsonschema.exceptions.best_match(validator.iter_errors(instance))  # type: ignore[arg-type]
+    best: JsonSchemaValidationError | None = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    return best
