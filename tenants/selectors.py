@@ -1,4 +1,4 @@
-"""Reads about tenants and credentials. Every query starts from a tenant."""
+"""Reads about tenants, memberships and credentials. Every query starts from a tenant or a user."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def tenants_administered_by(user_id: int) -> QuerySet[Tenant]:
     return Tenant.objects.filter(memberships__user_id=user_id, memberships__role__in=roles).distinct()
 
 
-def membership_roles_of(user_id: int) -> dict[int, str]:
-    """Tenant id → the user's role there, for active tenants only (an inactive tenant is
-    closed to its members as it is to its MCP clients)."""
-    rows = Membership.objects.filter(user_id=user_id, tenant__is_active=True).values_list("tenant_id", "role")
-    return dict(rows)
+def memberships_listed_for(user_id: int) -> list[tuple[str, str]]:
+    """(tenant slug, role) of each of the user's memberships in active tenants, by slug (an
+    inactive tenant is closed to its members as it is to its MCP clients)."""
+    rows = Membership.objects.filter(user_id=user_id, tenant__is_active=True).order_by("tenant__slug")
+    return list(rows.values_list("tenant__slug", "role"))

@@ -17,12 +17,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.access import CallerScope, caller_scope
 from api.models import PersonalAccessToken
 from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
 from tenants import services as tenant_services
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
+from tenants.scope import TenantScope, tenant_scope
 from tools_app.catalog import services as tool_services
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.spec import ToolSpec
@@ -73,8 +73,8 @@ class ScopeListField(StringListField):
         super().__init__(child=serializers.CharField(max_length=64, validators=[SCOPE_VALIDATOR]), **kwargs)
 
 
-def request_scope(serializer: serializers.Field | serializers.BaseSerializer) -> CallerScope:
-    return caller_scope(serializer.context["request"])
+def request_scope(serializer: serializers.Field | serializers.BaseSerializer) -> TenantScope:
+    return tenant_scope(serializer.context["request"])
 
 
 @extend_schema_field(OpenApiTypes.STR)

@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.access import CallerScope, Role, caller_scope
+from api.access import require_role
 from api.pagination import AuditEventPagination, InvocationPagination
 from api.permissions import PLATFORM, RolePermission
 from api.selectors import access_tokens_of
@@ -30,7 +30,8 @@ from audit.models import AuditEvent, Invocation
 from console.live_sessions import live_sessions_of, session_end
 from tenants import services as tenant_services
 from tenants.models import ApiKey, Membership, Tenant
-from tenants.selectors import membership_roles_of
+from tenants.scope import Role, TenantScope, tenant_scope
+from tenants.selectors import memberships_listed_for
 from tools_app.catalog import services as tool_services
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.spec import ToolSpec
@@ -85,8 +86,8 @@ class ScopedViewSet(viewsets.GenericViewSet):
     tenant_lookup = "tenant"
 
     @property
-    def scope(self) -> CallerScope:
-        return caller_scope(self.request)
+    def scope(self) -> TenantScope:
+        return tenant_scope(self.request)
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
@@ -126,11 +127,7 @@ class MeView(APIView):
     @extend_schema(responses=s.MeSerializer, operation_id="me_retrieve")
     def get(self, request: Request) -> Response:
         user = request.user
-        roles = membership_roles_of(user.pk)
-        slugs = dict(Tenant.objects.filter(pk__in=roles).values_list("pk", "slug"))
-        memberships = sorted(
-            ({"tenant": slugs[pk], "role": role} for pk, role in roles.items()), key=lambda m: m["tenant"]
-        )
+        memberships = [{"tenant": slug, "role": role} for slug, role in memberships_listed_for(user.pk)]
         data = {"username": user.get_username(), "is_superuser": user.is_superuser, "memberships": memberships}
         return Response(s.MeSerializer(data).data)
 
@@ -212,18 +209,18 @@ class MembershipViewSet(
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         data = serializer.validated_data
-        self.scope.require_role(data["tenant"].pk, Role.OWNER if data["role"] == Role.OWNER else Role.ADMIN)
+        require_role(self.scope, data["tenant"].pk, Role.OWNER if data["role"] == Role.OWNER else Role.ADMIN)
         serializer.save()
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
         membership = serializer.instance
         if membership.role == Role.OWNER or serializer.validated_data.get("role") == Role.OWNER:
-            self.scope.require_role(membership.tenant_id, Role.OWNER)
+            require_role(self.scope, membership.tenant_id, Role.OWNER)
         serializer.save()
 
     def perform_destroy(self, instance: Membership) -> None:
         if instance.role == Role.OWNER:
-            self.scope.require_role(instance.tenant_id, Role.OWNER)
+            require_role(self.scope, instance.tenant_id, Role.OWNER)
         tenant_services.membership_remove(membership=instance)
 
 
@@ -266,7 +263,7 @@ class ApiKeyViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        self.scope.require_role(serializer.validated_data["tenant"].pk, Role.ADMIN)
+        require_role(self.scope, serializer.validated_data["tenant"].pk, Role.ADMIN)
         key = serializer.save()
         return Response(s.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data, status=201)
 
@@ -366,7 +363,7 @@ class ToolViewSet(
 
     def _require_write_role(self, serializer: serializers.BaseSerializer) -> None:
         tenant = serializer.validated_data.get("tenant")
-        self.scope.require_role(tenant.pk if tenant is not None else None, Role.ADMIN)
+        require_role(self.scope, tenant.pk if tenant is not None else None, Role.ADMIN)
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         self._require_write_role(serializer)
@@ -471,7 +468,7 @@ class AccessRuleViewSet(
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         owner = serializer.validated_data.get("owner")
-        self.scope.require_role(owner.pk if owner is not None else None, Role.ADMIN)
+        require_role(self.scope, owner.pk if owner is not None else None, Role.ADMIN)
         serializer.save()
 
     def perform_destroy(self, instance: AccessRule) -> None:
@@ -515,7 +512,7 @@ class SessionViewSet(ScopedViewSet):
         body = s.SessionEndSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         tenant = body.validated_data["tenant"]
-        self.scope.require_role(tenant.pk, Role.OPERATOR)
+        require_role(self.scope, tenant.pk, Role.OPERATOR)
         if not session_end(tenant=tenant, session_id=body.validated_data["session"]):
             raise NotFound("The tenant has no open session with this id.")
         return Response(status=status.HTTP_204_NO_CONTENT)
