@@ -23,8 +23,10 @@ from audit.models import AuditEvent, Invocation
 from tenants import services as tenant_services
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
 from tenants.scope import TenantScope, tenant_scope
+from tenants.selectors import api_keys_in, tenants_in
 from tools_app.catalog import services as tool_services
 from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.selectors import tools_in
 from tools_app.catalog.spec import ToolSpec
 
 # --- fields -----------------------------------------------------------------------------
@@ -87,9 +89,7 @@ class TenantField(serializers.SlugRelatedField):
         super().__init__(slug_field="slug", **kwargs)
 
     def get_queryset(self) -> QuerySet[Tenant]:
-        scope = request_scope(self)
-        tenants = Tenant.objects.all()
-        return tenants if scope.platform else tenants.filter(pk__in=scope.tenant_ids())
+        return tenants_in(request_scope(self))
 
     def to_internal_value(self, data: Any) -> Tenant:
         if not isinstance(data, str) or "\x00" in data:  # PostgreSQL cannot even compare NULs
@@ -415,16 +415,14 @@ class ScopedToolField(serializers.PrimaryKeyRelatedField):
     default_error_messages = {"does_not_exist": "There is no tool with the id {pk_value!r}."}
 
     def get_queryset(self) -> QuerySet[Tool]:
-        scope = request_scope(self)
-        return Tool.objects.all() if scope.platform else Tool.objects.filter(tenant_id__in=scope.tenant_ids())
+        return tools_in(request_scope(self))
 
 
 class ScopedApiKeyField(serializers.PrimaryKeyRelatedField):
     default_error_messages = {"does_not_exist": "There is no API key with the id {pk_value!r}."}
 
     def get_queryset(self) -> QuerySet[ApiKey]:
-        scope = request_scope(self)
-        return ApiKey.objects.all() if scope.platform else ApiKey.objects.filter(tenant_id__in=scope.tenant_ids())
+        return api_keys_in(request_scope(self))
 
 
 class AccessRuleSerializer(serializers.ModelSerializer):
