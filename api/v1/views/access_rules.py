@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import mixins, serializers
 
 from api.access import require_role
-from api.v1 import serializers as s
+from api.v1.serializers.access_rules import AccessRuleSerializer
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, query_int, query_str
 from tenants.scope import Role
@@ -40,7 +40,7 @@ class AccessRuleViewSet(
     mixins.DestroyModelMixin,
     ScopedViewSet,
 ):
-    serializer_class = s.AccessRuleSerializer
+    serializer_class = AccessRuleSerializer
     action_roles = WRITE_ROLES
     tenant_id_attr = "owner_id"  # a rule is its owner's to manage
 

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.access import require_role
-from api.v1 import serializers as s
+from api.v1.serializers.api_keys import ApiKeyCreatedSerializer, ApiKeySerializer, ApiKeyUpdateSerializer
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, bool_param, query_bool, query_str
 from tenants import services as tenant_services
@@ -25,12 +25,12 @@ from tenants.selectors import api_keys_in
 @extend_schema_view(
     list=extend_schema(parameters=[TENANT_PARAM, bool_param("revoked", "Only revoked (true) or unrevoked keys.")]),
     create=extend_schema(
-        request=s.ApiKeySerializer,
-        responses={201: s.ApiKeyCreatedSerializer},
+        request=ApiKeySerializer,
+        responses={201: ApiKeyCreatedSerializer},
         description="Admins and owners. The answer carries the raw key, once: it is stored only as a hash.",
     ),
-    update=extend_schema(request=s.ApiKeyUpdateSerializer, responses=s.ApiKeySerializer),
-    partial_update=extend_schema(request=s.ApiKeyUpdateSerializer, responses=s.ApiKeySerializer),
+    update=extend_schema(request=ApiKeyUpdateSerializer, responses=ApiKeySerializer),
+    partial_update=extend_schema(request=ApiKeyUpdateSerializer, responses=ApiKeySerializer),
 )
 class ApiKeyViewSet(
     mixins.ListModelMixin,
@@ -43,8 +43,8 @@ class ApiKeyViewSet(
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         if self.action in ("update", "partial_update"):
-            return s.ApiKeyUpdateSerializer
-        return s.ApiKeySerializer
+            return ApiKeyUpdateSerializer
+        return ApiKeySerializer
 
     def get_queryset(self) -> QuerySet[ApiKey]:
         if self.action != "list":
@@ -58,10 +58,10 @@ class ApiKeyViewSet(
         serializer.is_valid(raise_exception=True)
         require_role(self.scope, serializer.validated_data["tenant"].pk, Role.ADMIN)
         key = serializer.save()
-        return Response(s.ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data, status=201)
+        return Response(ApiKeyCreatedSerializer(key, context=self.get_serializer_context()).data, status=201)
 
-    @extend_schema(request=None, responses=s.ApiKeySerializer, description="Admins and owners. Idempotent.")
+    @extend_schema(request=None, responses=ApiKeySerializer, description="Admins and owners. Idempotent.")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         key = tenant_services.api_key_revoke(key=self.get_object())
-        return Response(s.ApiKeySerializer(key, context=self.get_serializer_context()).data)
+        return Response(ApiKeySerializer(key, context=self.get_serializer_context()).data)

@@ -10,7 +10,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers
 
 from api.pagination import AuditEventPagination, InvocationPagination
-from api.v1 import serializers as s
+from api.v1.serializers.audit_log import AuditEventFilter, AuditEventSerializer, InvocationFilter, InvocationSerializer
 from api.v1.views.base import ScopedViewSet
 from audit.models import AuditEvent, Invocation
 from audit.selectors import audit_events_in, invocations_in
@@ -38,14 +38,14 @@ class _AuditLogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedV
 
 @extend_schema_view(
     list=extend_schema(
-        parameters=[s.InvocationFilter],
+        parameters=[InvocationFilter],
         description="One row per tools/call (and MCP task), newest first. Operators and up see their tenants'.",
     )
 )
 class InvocationViewSet(_AuditLogViewSet):
-    serializer_class = s.InvocationSerializer
+    serializer_class = InvocationSerializer
     pagination_class = InvocationPagination
-    filter_class = s.InvocationFilter
+    filter_class = InvocationFilter
 
     def rows(self, filters: dict[str, Any]) -> QuerySet[Invocation]:
         return invocations_in(
@@ -63,14 +63,14 @@ class InvocationViewSet(_AuditLogViewSet):
 
 @extend_schema_view(
     list=extend_schema(
-        parameters=[s.AuditEventFilter],
+        parameters=[AuditEventFilter],
         description="Who changed what, from where, with a field-level diff; newest first. Append-only.",
     )
 )
 class AuditEventViewSet(_AuditLogViewSet):
-    serializer_class = s.AuditEventSerializer
+    serializer_class = AuditEventSerializer
     pagination_class = AuditEventPagination
-    filter_class = s.AuditEventFilter
+    filter_class = AuditEventFilter
 
     def rows(self, filters: dict[str, Any]) -> QuerySet[AuditEvent]:
         return audit_events_in(

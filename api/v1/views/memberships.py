@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import mixins, serializers
 
 from api.access import require_role
-from api.v1 import serializers as s
+from api.v1.serializers.memberships import MembershipSerializer, MembershipUpdateSerializer
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, query_str
 from tenants import services as tenant_services
@@ -27,8 +27,8 @@ from tenants.selectors import memberships_in
         ]
     ),
     create=extend_schema(description="Admins and owners; only owners make owners."),
-    update=extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipUpdateSerializer),
-    partial_update=extend_schema(request=s.MembershipUpdateSerializer, responses=s.MembershipUpdateSerializer),
+    update=extend_schema(request=MembershipUpdateSerializer, responses=MembershipUpdateSerializer),
+    partial_update=extend_schema(request=MembershipUpdateSerializer, responses=MembershipUpdateSerializer),
     destroy=extend_schema(description="Admins and owners; only owners remove owners, and never the last one."),
 )
 class MembershipViewSet(
@@ -43,8 +43,8 @@ class MembershipViewSet(
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         if self.action in ("update", "partial_update"):
-            return s.MembershipUpdateSerializer
-        return s.MembershipSerializer
+            return MembershipUpdateSerializer
+        return MembershipSerializer
 
     def get_queryset(self) -> QuerySet[Membership]:
         if self.action != "list":

@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.access import require_role
-from api.v1 import serializers as s
+from api.v1.serializers.sessions import SessionEndSerializer, SessionSerializer
 from api.v1.views.base import ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, query_str
 from console.live_sessions import live_sessions_of, session_end
@@ -27,22 +27,22 @@ class SessionViewSet(ScopedViewSet):
 
     @extend_schema(
         parameters=[TENANT_PARAM],
-        responses=s.SessionSerializer(many=True),
+        responses=SessionSerializer(many=True),
         description="Open sessions of the tenants where you are an operator or more, most recently seen first.",
     )
     def list(self, request: Request) -> Response:
         tenants = tenants_in(self.scope, Role.OPERATOR, slug=query_str(request, "tenant"))
         rows = live_sessions_of(list(tenants))
-        return Response(s.SessionSerializer(rows, many=True).data)
+        return Response(SessionSerializer(rows, many=True).data)
 
     @extend_schema(
-        request=s.SessionEndSerializer,
+        request=SessionEndSerializer,
         responses={204: None},
         description="End a session: the client's next request answers 404 and its notification stream closes.",
     )
     @action(detail=False, methods=["post"])
     def end(self, request: Request) -> Response:
-        body = s.SessionEndSerializer(data=request.data, context=self.get_serializer_context())
+        body = SessionEndSerializer(data=request.data, context=self.get_serializer_context())
         body.is_valid(raise_exception=True)
         tenant = body.validated_data["tenant"]
         require_role(self.scope, tenant.pk, Role.OPERATOR)

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins
 
 from api.permissions import PLATFORM
-from api.v1 import serializers as s
+from api.v1.serializers.tenants import TenantSerializer
 from api.v1.views.base import ScopedViewSet
 from tenants import services as tenant_services
 from tenants.models import Tenant
@@ -29,7 +29,7 @@ class TenantViewSet(
     mixins.DestroyModelMixin,
     ScopedViewSet,
 ):
-    serializer_class = s.TenantSerializer
+    serializer_class = TenantSerializer
     lookup_field = "slug"
     action_roles = dict.fromkeys(("create", "update", "partial_update", "destroy"), PLATFORM)
 

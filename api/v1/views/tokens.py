@@ -14,14 +14,14 @@ from rest_framework.response import Response
 from api.models import PersonalAccessToken
 from api.selectors import access_tokens_of
 from api.services import access_token_revoke
-from api.v1 import serializers as s
+from api.v1.serializers.tokens import AccessTokenCreatedSerializer, AccessTokenSerializer
 from api.v1.views.base import ScopedViewSet
 
 
 @extend_schema_view(
     list=extend_schema(description="Your own tokens."),
     create=extend_schema(
-        responses={201: s.AccessTokenCreatedSerializer},
+        responses={201: AccessTokenCreatedSerializer},
         description="A token for scripts, acting as you. The answer carries the raw token, once.",
     ),
 )
@@ -31,7 +31,7 @@ class AccessTokenViewSet(
     mixins.RetrieveModelMixin,
     ScopedViewSet,
 ):
-    serializer_class = s.AccessTokenSerializer
+    serializer_class = AccessTokenSerializer
 
     def get_queryset(self) -> QuerySet[PersonalAccessToken]:
         return access_tokens_of(self.request.user)
@@ -43,10 +43,10 @@ class AccessTokenViewSet(
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         token = serializer.save()
-        return Response(s.AccessTokenCreatedSerializer(token, context=self.get_serializer_context()).data, status=201)
+        return Response(AccessTokenCreatedSerializer(token, context=self.get_serializer_context()).data, status=201)
 
-    @extend_schema(request=None, responses=s.AccessTokenSerializer, description="Idempotent.")
+    @extend_schema(request=None, responses=AccessTokenSerializer, description="Idempotent.")
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk: str | None = None) -> Response:
         token = access_token_revoke(token=self.get_object())
-        return Response(s.AccessTokenSerializer(token).data)
+        return Response(AccessTokenSerializer(token).data)

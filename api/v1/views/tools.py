@@ -13,7 +13,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from api.access import require_role
-from api.v1 import serializers as s
+from api.v1.serializers.tools import (
+    TestCallRequestSerializer,
+    TestCallResultSerializer,
+    ToolSerializer,
+    ToolValidationSerializer,
+)
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, bool_param, query_bool, query_str
 from tenants.scope import Role
@@ -48,7 +53,7 @@ class ToolViewSet(
     mixins.DestroyModelMixin,
     ScopedViewSet,
 ):
-    serializer_class = s.ToolSerializer
+    serializer_class = ToolSerializer
     action_roles = {
         **WRITE_ROLES,
         "validate_new": Role.ADMIN,
@@ -84,15 +89,15 @@ class ToolViewSet(
     def perform_destroy(self, instance: Tool) -> None:
         tool_services.tool_delete(tool=instance)
 
-    def _dry_run(self, serializer: s.ToolSerializer) -> Response:
+    def _dry_run(self, serializer: ToolSerializer) -> Response:
         tool = serializer.unsaved_tool()
         tool_services.tool_check(tool)
-        return Response(s.ToolValidationSerializer({"valid": True, "mcp": ToolSpec.from_model(tool).wire}).data)
+        return Response(ToolValidationSerializer({"valid": True, "mcp": ToolSpec.from_model(tool).wire}).data)
 
     @extend_schema(
         operation_id="tools_validate_new",
-        request=s.ToolSerializer,
-        responses=s.ToolValidationSerializer,
+        request=ToolSerializer,
+        responses=ToolValidationSerializer,
         description="Dry run of create: the same checks (schemas, backend, name), nothing is saved. "
         "An invalid tool answers 400 naming the fields, like create.",
     )
@@ -105,8 +110,8 @@ class ToolViewSet(
 
     @extend_schema(
         operation_id="tools_validate_changes",
-        request=s.ToolSerializer(partial=True),
-        responses=s.ToolValidationSerializer,
+        request=ToolSerializer(partial=True),
+        responses=ToolValidationSerializer,
         description="Dry run of a partial update of this tool: the same checks, nothing is saved.",
     )
     @action(detail=True, methods=["post"], url_path="validate", url_name="validate-changes")
@@ -116,8 +121,8 @@ class ToolViewSet(
         return self._dry_run(serializer)
 
     @extend_schema(
-        request=s.TestCallRequestSerializer,
-        responses=s.TestCallResultSerializer,
+        request=TestCallRequestSerializer,
+        responses=TestCallResultSerializer,
         description="Admins and owners (as in the admin: a test call has real side effects). Runs the tool "
         "once, through argument validation, its backend and the "
         "output checks, and answers what an MCP client would receive. Disabled tools can be tried too; "
@@ -126,7 +131,7 @@ class ToolViewSet(
     @action(detail=True, methods=["post"], url_path="test-call", url_name="test-call")
     def test_call(self, request: Request, pk: str | None = None) -> Response:
         tool = self.get_object()
-        body = s.TestCallRequestSerializer(data=request.data)
+        body = TestCallRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         outcome = tool_test_call(tool=tool, arguments=body.validated_data["arguments"])
         data = {
@@ -135,4 +140,4 @@ class ToolViewSet(
             "notifications": outcome.notifications,
             "duration_ms": outcome.duration_ms,
         }
-        return Response(s.TestCallResultSerializer(data).data, status=status.HTTP_200_OK)
+        return Response(TestCallResultSerializer(data).data, status=status.HTTP_200_OK)
