@@ -3,7 +3,6 @@ user, or the signed-in user's ``TenantScope`` (``tenants.scope``)."""
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from tenants.models import ApiKey, Membership, Tenant
@@ -17,21 +16,6 @@ def tenant_active_by_slug(slug: str) -> Tenant | None:
 
 def api_keys_of(tenant: Tenant) -> QuerySet[ApiKey]:
     return ApiKey.objects.filter(tenant=tenant)
-
-
-def tenants_operated_by(user: AbstractBaseUser) -> QuerySet[Tenant]:
-    """Tenants whose live state (sessions, calls) the user may watch and act on: all for
-    superusers, else those where the user is an operator, admin or owner."""
-    if getattr(user, "is_superuser", False):
-        return Tenant.objects.all()
-    roles = [Membership.Role.OWNER, Membership.Role.ADMIN, Membership.Role.OPERATOR]
-    return Tenant.objects.filter(memberships__user_id=user.pk, memberships__role__in=roles).distinct()
-
-
-def tenants_administered_by(user_id: int) -> QuerySet[Tenant]:
-    """Tenants where the user is an owner or admin."""
-    roles = [Membership.Role.OWNER, Membership.Role.ADMIN]
-    return Tenant.objects.filter(memberships__user_id=user_id, memberships__role__in=roles).distinct()
 
 
 def memberships_listed_for(user_id: int) -> list[tuple[str, str]]:

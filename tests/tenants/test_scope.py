@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
+from django.urls import reverse
 
 from tenants.models import Membership, Tenant
 from tenants.scope import TenantScope, tenant_scope
@@ -107,3 +108,36 @@ def test_the_scope_is_read_once_per_request(
         again = tenant_scope(request)
     assert again is first and again.roles[globex.pk] == Role.ADMIN  # as the request began
     assert _scope(member).roles[globex.pk] == Role.OWNER  # the next request sees the change
+
+
+# --- one scope, three readings: what each surface shows the same user ---------------------
+
+
+def test_each_surface_reads_its_own_rule_from_the_one_scope(make_staff: Any, acme: Tenant, globex: Tenant) -> None:
+    """alice is staff, an admin of acme and a viewer of globex: the API lets her read both,
+    the admin manages acme only (admins and owners), the console shows acme only (operators
+    and up). Switching acme off closes it in the API; the admin and the console still show
+    it to her."""
+    alice = make_staff("alice", acme, role=Role.ADMIN)
+    membership_set(tenant=globex, user=alice, role=Role.VIEWER)
+    client = Client()
+    client.force_login(alice)
+
+    def api() -> set[str]:
+        return {tenant["slug"] for tenant in client.get("/api/v1/tenants/").json()["results"]}
+
+    def admin() -> set[str]:
+        response = client.get(reverse("admin:tenants_tenant_changelist"))
+        return {tenant.slug for tenant in response.context["cl"].result_list}
+
+    def console() -> list[str]:
+        """The tenant filter's labels: with one tenant it names that tenant and offers no other."""
+        response = client.get("/console/invocations/")
+        assert response.status_code == 200
+        return [label for _, label in response.context["form"].fields["tenant"].widget.choices]
+
+    assert (api(), admin(), console()) == ({"acme", "globex"}, {"acme"}, ["acme"])
+    tenant_update(tenant=acme, changes={"is_active": False})
+    assert api() == {"globex"}
+    assert client.get(f"/api/v1/tenants/{acme.slug}/").status_code == 404
+    assert (admin(), console()) == ({"acme"}, ["acme"])
