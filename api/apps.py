@@ -1,3 +1,5 @@
+"""The REST API app (``/api/``): personal access tokens and the v1 endpoints."""
+
 from django.apps import AppConfig
 
 

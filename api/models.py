@@ -1,3 +1,5 @@
+"""The REST API's own table: personal access tokens (``tbp_…``) for scripts."""
+
 from __future__ import annotations
 
 from datetime import datetime

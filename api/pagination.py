@@ -1,3 +1,5 @@
+"""How v1 lists page: by an opaque cursor, never by offset."""
+
 from __future__ import annotations
 
 from rest_framework.pagination import CursorPagination

@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from api.access import caller_scope
+from tenants.scope import tenant_scope
 
 # The role a view asks for when only platform admins may do something.
 PLATFORM = "platform"
@@ -29,7 +29,7 @@ class RolePermission(BasePermission):
             # On one object: the object check decides, after another tenant's object has
             # answered 404 like a missing one.
             return True
-        scope = caller_scope(request)
+        scope = tenant_scope(request)
         if scope.platform:
             return True
         return minimum != PLATFORM and bool(scope.tenant_ids(minimum))
@@ -38,7 +38,7 @@ class RolePermission(BasePermission):
         minimum = view.required_role()
         if minimum is None:
             return True
-        scope = caller_scope(request)
+        scope = tenant_scope(request)
         if minimum == PLATFORM:
             return scope.platform
         return scope.has_role(view.object_tenant_id(obj), minimum)

@@ -4,8 +4,8 @@ Nobody, superusers included, may add, change or delete an Invocation or an Audit
 here: the permissions say no for everyone, so Django offers no form, no delete button
 and no bulk delete action, and answers 403 to a forged POST. Superusers see every row;
 other staff see the rows of the tenants they operate (operator, admin or owner), and a
-row of another tenant answers 404 like a missing one. The operator console (/console/)
-is the richer view of the same data.
+row of another tenant answers 404 like a missing one (who operates what: the request's
+``TenantScope``). The operator console (/console/) is the richer view of the same data.
 """
 
 from __future__ import annotations
@@ -18,21 +18,16 @@ from django.db.models import Model, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
 from audit.models import AuditEvent, Invocation, QuarantinedInvocation
-from tenants.selectors import tenants_operated_by
-
-_IDS_ATTR = "_toolbay_audit_tenant_ids"
+from tenants.scope import Role, tenant_scope
 
 
 def _operated_tenant_ids(request: HttpRequest) -> frozenset[int] | None:
-    """None for superusers (everything), else the ids of the tenants the user operates."""
-    user: Any = request.user
-    if user.is_active and user.is_superuser:
+    """None for superusers (everything), else the ids of the tenants the user operates
+    (operator, admin or owner), active or not, as in the console."""
+    scope = tenant_scope(request)
+    if scope.platform:
         return None
-    ids: frozenset[int] | None = getattr(request, _IDS_ATTR, None)
-    if ids is None:
-        ids = frozenset(tenants_operated_by(user).values_list("pk", flat=True)) if user.is_active else frozenset()
-        setattr(request, _IDS_ATTR, ids)
-    return ids
+    return scope.tenant_ids(Role.OPERATOR, include_inactive=True)
 
 
 class ReadOnlyAuditAdmin(admin.ModelAdmin):
@@ -102,8 +97,7 @@ class QuarantinedInvocationAdmin(admin.ModelAdmin[QuarantinedInvocation]):
     actions = None
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        user: Any = request.user
-        return bool(user.is_active and user.is_superuser)
+        return tenant_scope(request).platform
 
     def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return self.has_module_permission(request)

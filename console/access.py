@@ -1,97 +1,86 @@
 """Who may read which audit rows in the console: the one place that scopes them.
 
-Superusers see every tenant (and platform-wide change events, which belong to none).
-Anyone else sees the tenants where they are an operator, admin or owner
-(``tenants_operated_by``). A row, a tenant or a key outside that scope answers 404,
-exactly like one that does not exist.
+The console reads the request's ``TenantScope`` (``tenants.scope``) with its own rule:
+superusers see every tenant (and platform-wide change events, which belong to none);
+anyone else sees the tenants where they are an operator, admin or owner, active or not.
+A row, a tenant or a key outside that scope answers 404, exactly like one that does not
+exist.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from collections.abc import Callable, Iterable
 
-from django.db.models import QuerySet
-from django.http import Http404, HttpRequest
+from django.db.models import Q, QuerySet
+from django.http import Http404
 
 from audit.models import AuditEvent, Invocation
 from tenants.models import ApiKey, Tenant
-from tenants.selectors import tenants_operated_by
+from tenants.scope import Role, TenantScope
+from tenants.selectors import tenants_in
 
-_SCOPE_ATTR = "_toolbay_console_scope"
-
-
-@dataclass(frozen=True)
-class ConsoleScope:
-    platform: bool
-    tenants: tuple[Tenant, ...]
-
-    @property
-    def tenant_ids(self) -> list[int]:
-        return [tenant.pk for tenant in self.tenants]
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.platform and not self.tenants
-
-    @cached_property
-    def _slugs(self) -> dict[int, str]:
-        return {tenant.pk: tenant.slug for tenant in self.tenants}
-
-    def slug_of(self, tenant_id: int | None) -> str:
-        return self._slugs.get(tenant_id, "") if tenant_id is not None else ""
-
-    def invocations(self) -> QuerySet[Invocation]:
-        rows = Invocation.objects.all()
-        return rows if self.platform else rows.filter(tenant_id__in=self.tenant_ids)
-
-    def audit_events(self) -> QuerySet[AuditEvent]:
-        rows = AuditEvent.objects.all()
-        return rows if self.platform else rows.filter(tenant_id__in=self.tenant_ids)
-
-    def api_keys(self) -> QuerySet[ApiKey]:
-        rows = ApiKey.objects.all()
-        return rows if self.platform else rows.filter(tenant_id__in=self.tenant_ids)
+CONSOLE_ROLE = Role.OPERATOR
 
 
-def console_scope(request: HttpRequest) -> ConsoleScope:
-    """The signed-in user's scope, computed once per request."""
-    scope: ConsoleScope | None = getattr(request, _SCOPE_ATTR, None)
-    if scope is None:
-        user: Any = request.user
-        if not user.is_authenticated or not user.is_active:
-            scope = ConsoleScope(platform=False, tenants=())
-        else:
-            # Superusers see all tenants; listing them keeps slugs one query away.
-            scope = ConsoleScope(platform=user.is_superuser, tenants=tuple(tenants_operated_by(user).order_by("slug")))
-        setattr(request, _SCOPE_ATTR, scope)
-    return scope
+def operated_tenant_ids(scope: TenantScope) -> frozenset[int]:
+    """The tenants the user operates (not meaningful for platform admins, who see all)."""
+    return scope.tenant_ids(CONSOLE_ROLE, include_inactive=True)
 
 
-def access_tenant(scope: ConsoleScope, slug: str) -> Tenant:
-    for tenant in scope.tenants:
-        if tenant.slug == slug:
-            return tenant
-    raise Http404("No such tenant.")
+def may_use_console(scope: TenantScope) -> bool:
+    return scope.platform or bool(operated_tenant_ids(scope))
 
 
-def access_key(scope: ConsoleScope, key_id: int) -> ApiKey:
-    key = scope.api_keys().filter(pk=key_id).first()
+def operated_tenants(scope: TenantScope, slug: str | None = None) -> QuerySet[Tenant]:
+    """Every tenant for superusers, else those the user operates; by slug."""
+    return tenants_in(scope, CONSOLE_ROLE, include_inactive=True, slug=slug).order_by("slug")
+
+
+def slug_finder(tenants: Iterable[Tenant]) -> Callable[[int | None], str]:
+    """Tenant id → slug among ``tenants`` ("" for none): rows carry only the id."""
+    slugs: dict[int | None, str] = {tenant.pk: tenant.slug for tenant in tenants}
+    return lambda tenant_id: slugs.get(tenant_id, "")
+
+
+def _operated(scope: TenantScope) -> Q:
+    return scope.within("tenant", CONSOLE_ROLE, include_inactive=True)
+
+
+def invocations(scope: TenantScope) -> QuerySet[Invocation]:
+    return Invocation.objects.filter(_operated(scope))
+
+
+def audit_events(scope: TenantScope) -> QuerySet[AuditEvent]:
+    return AuditEvent.objects.filter(_operated(scope))
+
+
+def api_keys(scope: TenantScope) -> QuerySet[ApiKey]:
+    return ApiKey.objects.filter(_operated(scope))
+
+
+def access_tenant(scope: TenantScope, slug: str) -> Tenant:
+    tenant = operated_tenants(scope, slug).first()
+    if tenant is None:
+        raise Http404("No such tenant.")
+    return tenant
+
+
+def access_key(scope: TenantScope, key_id: int) -> ApiKey:
+    key = api_keys(scope).filter(pk=key_id).first()
     if key is None:
         raise Http404("No such key.")
     return key
 
 
-def access_invocation(scope: ConsoleScope, pk: int) -> Invocation:
-    row = scope.invocations().filter(pk=pk).first()
+def access_invocation(scope: TenantScope, pk: int) -> Invocation:
+    row = invocations(scope).select_related("tenant").filter(pk=pk).first()
     if row is None:
         raise Http404("No such invocation.")
     return row
 
 
-def access_audit_event(scope: ConsoleScope, pk: int) -> AuditEvent:
-    row = scope.audit_events().select_related("actor_user").filter(pk=pk).first()
+def access_audit_event(scope: TenantScope, pk: int) -> AuditEvent:
+    row = audit_events(scope).select_related("actor_user").filter(pk=pk).first()
     if row is None:
         raise Http404("No such change.")
     return row

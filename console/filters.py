@@ -1,8 +1,9 @@
 """The filters of the console's lists (also used by their exports and charts).
 
-Each form reads the query string; ``apply`` narrows a queryset that the console scope
-already limited. A tenant or key outside the scope raises 404 (``access_*``), so a filter
-cannot be used to learn that another tenant's rows exist.
+Each form reads the query string, offering the tenants the view loaded for the signed-in
+user's scope; ``apply`` narrows a queryset that the scope already limited. A tenant or
+key outside the scope raises 404 (``access_*``), so a filter cannot be used to learn that
+another tenant's rows exist.
 
 Search (``q``) is a case-insensitive substring match. On PostgreSQL, trigram GIN indexes
 on ``UPPER(tool_name)`` and ``UPPER(error_message)`` (audit migration 0002) serve exactly
@@ -11,6 +12,7 @@ the ``UPPER(col) LIKE UPPER('%…%')`` that ``icontains`` compiles to; SQLite sc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,7 +23,9 @@ from django.utils.http import urlencode
 
 from audit.models import AuditEvent, Invocation
 from audit.signals import TRACKED
-from console.access import ConsoleScope, access_key, access_tenant
+from console.access import access_key, access_tenant
+from tenants.models import Tenant
+from tenants.scope import TenantScope
 
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7), "30d": timedelta(days=30)}
 RANGE_CHOICES = [("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days"),
@@ -38,11 +42,11 @@ class _TimeFilterForm(forms.Form):
 
     time_field = "started_at"
 
-    def __init__(self, data: Any, scope: ConsoleScope) -> None:
+    def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
         super().__init__(data)
         self.scope = scope
-        everything = "All tenants" if scope.platform or len(scope.tenants) != 1 else scope.tenants[0].slug
-        choices = [("", everything)] + [(tenant.slug, tenant.slug) for tenant in scope.tenants]
+        everything = "All tenants" if scope.platform or len(tenants) != 1 else tenants[0].slug
+        choices = [("", everything)] + [(tenant.slug, tenant.slug) for tenant in tenants]
         self.fields["tenant"].widget = forms.Select(choices=choices if len(choices) > 2 else choices[:1])
 
     def clean_tenant(self) -> Any:
@@ -83,8 +87,8 @@ class InvocationFilterForm(_TimeFilterForm):
 
     field_order = ["tenant", "tool", "key", "outcome", "range", "since", "until", "q"]
 
-    def __init__(self, data: Any, scope: ConsoleScope) -> None:
-        super().__init__(data, scope)
+    def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
+        super().__init__(data, scope, tenants)
         self.fields["q"].widget.attrs["placeholder"] = "tool or error text"
         self.fields["tool"].widget.attrs["list"] = "tool-names"
 
@@ -127,8 +131,8 @@ class ChangeFilterForm(_TimeFilterForm):
 
     field_order = ["tenant", "object_type", "action", "source", "actor", "range", "since", "until", "q"]
 
-    def __init__(self, data: Any, scope: ConsoleScope) -> None:
-        super().__init__(data, scope)
+    def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
+        super().__init__(data, scope, tenants)
         self.fields["q"].widget.attrs["placeholder"] = "object name or id"
 
     def apply(self, rows: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:

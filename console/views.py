@@ -1,8 +1,8 @@
 """The operator console: invocation log, change audit, charts, exports.
 
-Views parse the query string (``console.filters``), start from the signed-in user's scope
-(``console.access``) and hand the queryset to a selector; nothing here reads another
-tenant's rows, because nothing here starts anywhere but the scope.
+Views parse the query string (``console.filters``), start from the signed-in user's
+``TenantScope`` through ``console.access`` and hand the queryset to a selector; nothing here
+reads another tenant's rows, because nothing here starts anywhere but the scope.
 """
 
 from __future__ import annotations
@@ -22,10 +22,21 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from console import charts, stats
-from console.access import ConsoleScope, access_audit_event, access_invocation, console_scope
+from console.access import (
+    access_audit_event,
+    access_invocation,
+    api_keys,
+    audit_events,
+    invocations,
+    may_use_console,
+    operated_tenant_ids,
+    operated_tenants,
+    slug_finder,
+)
 from console.exports import AUDIT_EVENTS, INVOCATIONS, export_response
 from console.filters import ChangeFilterForm, InvocationFilterForm
 from console.keyset import Cursor, page_of
+from tenants.scope import TenantScope, tenant_scope
 
 PAGE_ROWS = 50
 LIST_FIELDS = (
@@ -45,8 +56,8 @@ def operator_view(view: View) -> View:
     @require_GET
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        scope = console_scope(request)
-        if scope.is_empty:
+        scope = tenant_scope(request)
+        if not may_use_console(scope):
             return TemplateResponse(request, "console/no_access.html", {}, status=403)
         return view(request, scope, *args, **kwargs)
 
@@ -61,8 +72,8 @@ class ConsoleLoginView(LoginView):
         return reverse("console:dashboard")
 
 
-def _context(request: HttpRequest, scope: ConsoleScope, section: str, **extra: Any) -> dict[str, Any]:
-    return {"scope": scope, "section": section, **extra}
+def _context(request: HttpRequest, scope: TenantScope, section: str, **extra: Any) -> dict[str, Any]:
+    return {"scope": scope, "section": section, "tenant_count": len(operated_tenant_ids(scope)), **extra}
 
 
 def _label(form: InvocationFilterForm | ChangeFilterForm) -> str:
@@ -71,13 +82,15 @@ def _label(form: InvocationFilterForm | ChangeFilterForm) -> str:
 
 
 @operator_view
-def dashboard(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
+def dashboard(request: HttpRequest, scope: TenantScope) -> HttpResponse:
     window = request.GET.get("window", "hour")
     if window not in stats.WINDOWS:
         window = "hour"
-    form = InvocationFilterForm({"tenant": request.GET.get("tenant", ""), "tool": request.GET.get("tool", "")}, scope)
-    rows = form.apply(scope.invocations()) if form.is_valid() else scope.invocations().none()
-    scope_key = "all" if scope.platform else ",".join(map(str, scope.tenant_ids))
+    tenants = list(operated_tenants(scope))
+    filters = {"tenant": request.GET.get("tenant", ""), "tool": request.GET.get("tool", "")}
+    form = InvocationFilterForm(filters, scope, tenants)
+    rows = form.apply(invocations(scope)) if form.is_valid() else invocations(scope).none()
+    scope_key = "all" if scope.platform else ",".join(str(tenant.pk) for tenant in tenants)
     filters_key = form.querystring() if form.is_valid() else "invalid"
     data = stats.overview_cached(rows, window, cache_key=f"{scope_key}|{filters_key}")
     context = _context(
@@ -109,15 +122,16 @@ def _page_context(request: HttpRequest, rows: Any, time_field: str) -> dict[str,
 
 
 @operator_view
-def invocation_list(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
-    form = InvocationFilterForm(request.GET, scope)
+def invocation_list(request: HttpRequest, scope: TenantScope) -> HttpResponse:
+    tenants = list(operated_tenants(scope))
+    form = InvocationFilterForm(request.GET, scope, tenants)
     if not form.is_valid():
         context = _context(request, scope, "invocations", form=form, rows=[], tools=[])
         return TemplateResponse(request, "console/invocations.html", context, status=400)
-    rows = form.apply(scope.invocations()).only(*LIST_FIELDS)
-    recent = form.apply_common(scope.invocations()).order_by("-started_at", "-id")[:TOOL_SUGGESTIONS]
+    rows = form.apply(invocations(scope)).only(*LIST_FIELDS)
+    recent = form.apply_common(invocations(scope)).order_by("-started_at", "-id")[:TOOL_SUGGESTIONS]
     tools = sorted(set(recent.values_list("tool_name", flat=True)) - {""})
-    keys = scope.api_keys().select_related("tenant").order_by("tenant__slug", "name")
+    keys = api_keys(scope).select_related("tenant").order_by("tenant__slug", "name")
     if form.cleaned_data.get("tenant") is not None:
         keys = keys.filter(tenant=form.cleaned_data["tenant"])
     context = _context(
@@ -130,41 +144,44 @@ def invocation_list(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
         querystring=form.querystring(),
         **_page_context(request, rows, "started_at"),
     )
+    slug_of = slug_finder(tenants)
     for row in context["rows"]:
-        row.tenant_slug = scope.slug_of(row.tenant_id)
+        row.tenant_slug = slug_of(row.tenant_id)
     return TemplateResponse(request, "console/invocations.html", context)
 
 
 @operator_view
-def invocation_detail(request: HttpRequest, scope: ConsoleScope, pk: int) -> HttpResponse:
+def invocation_detail(request: HttpRequest, scope: TenantScope, pk: int) -> HttpResponse:
     row = access_invocation(scope, pk)
     context = _context(
         request,
         scope,
         "invocations",
         row=row,
-        tenant_slug=scope.slug_of(row.tenant_id),
+        tenant_slug=row.tenant.slug,
         arguments=json.dumps(row.arguments, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder),
     )
     return TemplateResponse(request, "console/invocation_detail.html", context)
 
 
 @operator_view
-def invocation_export(request: HttpRequest, scope: ConsoleScope, kind: str) -> HttpResponseBase:
-    form = InvocationFilterForm(request.GET, scope)
+def invocation_export(request: HttpRequest, scope: TenantScope, kind: str) -> HttpResponseBase:
+    tenants = list(operated_tenants(scope))
+    form = InvocationFilterForm(request.GET, scope, tenants)
     if not form.is_valid():
         return HttpResponse(form.errors.as_text(), status=400, content_type="text/plain")
-    rows = form.apply(scope.invocations())
-    return export_response(request, INVOCATIONS, rows, kind=kind, slug_of=scope.slug_of, label=_label(form))
+    rows = form.apply(invocations(scope))
+    slug_of = slug_finder(tenants)
+    return export_response(request, INVOCATIONS, rows, kind=kind, slug_of=slug_of, label=_label(form))
 
 
 @operator_view
-def change_list(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
-    form = ChangeFilterForm(request.GET, scope)
+def change_list(request: HttpRequest, scope: TenantScope) -> HttpResponse:
+    form = ChangeFilterForm(request.GET, scope, list(operated_tenants(scope)))
     if not form.is_valid():
         context = _context(request, scope, "changes", form=form, rows=[])
         return TemplateResponse(request, "console/changes.html", context, status=400)
-    rows = form.apply(scope.audit_events()).defer("changes")
+    rows = form.apply(audit_events(scope)).defer("changes")
     context = _context(
         request,
         scope,
@@ -177,7 +194,7 @@ def change_list(request: HttpRequest, scope: ConsoleScope) -> HttpResponse:
 
 
 @operator_view
-def change_detail(request: HttpRequest, scope: ConsoleScope, pk: int) -> HttpResponse:
+def change_detail(request: HttpRequest, scope: TenantScope, pk: int) -> HttpResponse:
     row = access_audit_event(scope, pk)
     diff = [
         {"field": name, "before": _shown(values, 0), "after": _shown(values, 1)}
@@ -195,9 +212,11 @@ def _shown(values: Any, index: int) -> str:
 
 
 @operator_view
-def change_export(request: HttpRequest, scope: ConsoleScope, kind: str) -> HttpResponseBase:
-    form = ChangeFilterForm(request.GET, scope)
+def change_export(request: HttpRequest, scope: TenantScope, kind: str) -> HttpResponseBase:
+    tenants = list(operated_tenants(scope))
+    form = ChangeFilterForm(request.GET, scope, tenants)
     if not form.is_valid():
         return HttpResponse(form.errors.as_text(), status=400, content_type="text/plain")
-    rows = form.apply(scope.audit_events())
-    return export_response(request, AUDIT_EVENTS, rows, kind=kind, slug_of=scope.slug_of, label=_label(form))
+    rows = form.apply(audit_events(scope))
+    slug_of = slug_finder(tenants)
+    return export_response(request, AUDIT_EVENTS, rows, kind=kind, slug_of=slug_of, label=_label(form))

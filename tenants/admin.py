@@ -10,12 +10,13 @@ Who sees what:
   play no part, so a permission granted by mistake cannot widen anyone's view.
 - Anyone else sees nothing.
 
-An object outside the signed-in user's scope answers 404, exactly like a missing one.
+Who is who comes from the request's ``TenantScope`` (``tenants.scope``), as in the REST API
+and the console; the admin's reading of it is ``administered_tenant_ids``. An object
+outside the signed-in user's scope answers 404, exactly like a missing one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
@@ -30,46 +31,30 @@ from django.utils import timezone
 
 from tenants.forms import ApiKeyAddForm, ApiKeyChangeForm, MembershipForm
 from tenants.models import ApiKey, Membership, Tenant
-from tenants.selectors import tenants_administered_by
+from tenants.scope import Role, TenantScope, tenant_scope
 from tenants.services import api_key_create, api_key_revoke
 
 if TYPE_CHECKING:
     from django.db.models.fields.related import RelatedField
 
-_SCOPE_ATTR = "_toolbay_admin_scope"
-_OWNED_ATTR = "_toolbay_admin_owned_tenants"
 _RAW_KEY_ATTR = "_toolbay_raw_key"
 
 
-@dataclass(frozen=True)
-class AdminScope:
-    """What the signed-in user may manage in the admin."""
-
-    platform: bool
-    tenant_ids: frozenset[int]
-
-    def covers(self, tenant_id: int | None) -> bool:
-        return self.platform or (tenant_id is not None and tenant_id in self.tenant_ids)
-
-    @property
-    def is_tenant_admin(self) -> bool:
-        return not self.platform and bool(self.tenant_ids)
+def administered_tenant_ids(scope: TenantScope) -> frozenset[int]:
+    """The tenants a tenant admin manages here: those where a staff user is an owner or
+    admin, whether the tenant is active or not (not meaningful for platform admins)."""
+    if not scope.staff:
+        return frozenset()
+    return scope.tenant_ids(Role.ADMIN, include_inactive=True)
 
 
-def admin_scope(request: HttpRequest) -> AdminScope:
-    """The request user's scope, computed once per request."""
-    scope: AdminScope | None = getattr(request, _SCOPE_ATTR, None)
-    if scope is None:
-        user = request.user
-        if user.is_active and user.is_superuser:
-            scope = AdminScope(platform=True, tenant_ids=frozenset())
-        elif user.is_active and user.is_staff:
-            ids = tenants_administered_by(user.pk).values_list("pk", flat=True)
-            scope = AdminScope(platform=False, tenant_ids=frozenset(ids))
-        else:
-            scope = AdminScope(platform=False, tenant_ids=frozenset())
-        setattr(request, _SCOPE_ATTR, scope)
-    return scope
+def administers(scope: TenantScope, tenant_id: int | None) -> bool:
+    """Whether the user manages this tenant's objects here (None: platform objects)."""
+    return scope.platform or (tenant_id is not None and tenant_id in administered_tenant_ids(scope))
+
+
+def is_tenant_admin(scope: TenantScope) -> bool:
+    return not scope.platform and bool(administered_tenant_ids(scope))
 
 
 class TenantScopedAdmin(admin.ModelAdmin):
@@ -86,10 +71,10 @@ class TenantScopedAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset = super().get_queryset(request)
-        scope = admin_scope(request)
+        scope = tenant_scope(request)
         if scope.platform:
             return queryset
-        return queryset.filter(**{f"{self.tenant_lookup}__in": scope.tenant_ids})
+        return queryset.filter(**{f"{self.tenant_lookup}__in": administered_tenant_ids(scope)})
 
     def object_tenant_id(self, obj: Model) -> int | None:
         return getattr(obj, self.tenant_id_attr)
@@ -122,31 +107,31 @@ class TenantScopedAdmin(admin.ModelAdmin):
     # --- permissions: membership based for tenant admins ------------------------------
 
     def _tenant_admin_may(self, request: HttpRequest, obj: Model | None) -> bool:
-        scope = admin_scope(request)
-        return scope.is_tenant_admin and (obj is None or scope.covers(self.object_tenant_id(obj)))
+        scope = tenant_scope(request)
+        return is_tenant_admin(scope) and (obj is None or administers(scope, self.object_tenant_id(obj)))
 
     def has_module_permission(self, request: HttpRequest) -> bool:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().has_module_permission(request)
-        return admin_scope(request).is_tenant_admin
+        return is_tenant_admin(tenant_scope(request))
 
     def has_view_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().has_view_permission(request, obj)
         return self._tenant_admin_may(request, obj)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().has_add_permission(request)
-        return admin_scope(request).is_tenant_admin
+        return is_tenant_admin(tenant_scope(request))
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().has_change_permission(request, obj)
         return self._tenant_admin_may(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().has_delete_permission(request, obj)
         return self._tenant_admin_may(request, obj)
 
@@ -156,7 +141,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
         self, db: str | None, db_field: RelatedField[Any, Any], request: HttpRequest
     ) -> QuerySet[Any] | None:
         """Relation choices are what the user can see in the related model's own admin."""
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return super().get_field_queryset(db, db_field, request)
         related_model = db_field.related_model
         related_admin = self.admin_site._registry.get(related_model)
@@ -166,15 +151,16 @@ class TenantScopedAdmin(admin.ModelAdmin):
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         initial = super().get_changeform_initial_data(request)
-        scope = admin_scope(request)
-        if scope.is_tenant_admin and len(scope.tenant_ids) == 1:
-            initial.setdefault("tenant", str(next(iter(scope.tenant_ids))))
+        scope = tenant_scope(request)
+        tenant_ids = administered_tenant_ids(scope)
+        if is_tenant_admin(scope) and len(tenant_ids) == 1:
+            initial.setdefault("tenant", str(next(iter(tenant_ids))))
         return initial
 
     def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
         # The form's choices already keep tenant admins inside their tenants; this is the
         # backstop should a form ever offer more.
-        if not admin_scope(request).covers(self.object_tenant_id(obj)):
+        if not administers(tenant_scope(request), self.object_tenant_id(obj)):
             raise PermissionDenied
         super().save_model(request, obj, form, change)
 
@@ -209,25 +195,18 @@ class TenantAdmin(TenantScopedAdmin):
     # Tenants themselves, their limits and their anonymous access are platform decisions:
     # tenant admins may look at their own tenants, not change them.
     def has_add_permission(self, request: HttpRequest) -> bool:
-        return admin_scope(request).platform and super().has_add_permission(request)
+        return tenant_scope(request).platform and super().has_add_permission(request)
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return admin_scope(request).platform and super().has_change_permission(request, obj)
+        return tenant_scope(request).platform and super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
-        return admin_scope(request).platform and super().has_delete_permission(request, obj)
+        return tenant_scope(request).platform and super().has_delete_permission(request, obj)
 
 
-def _owned_tenant_ids(request: HttpRequest) -> frozenset[int]:
-    """Tenants where the request user is an owner (not merely an admin)."""
-    owned: frozenset[int] | None = getattr(request, _OWNED_ATTR, None)
-    if owned is None:
-        ids = Membership.objects.filter(user_id=cast(int, request.user.pk), role=Membership.Role.OWNER).values_list(
-            "tenant_id", flat=True
-        )
-        owned = frozenset(ids)
-        setattr(request, _OWNED_ATTR, owned)
-    return owned
+def _owned_tenant_ids(scope: TenantScope) -> frozenset[int]:
+    """Tenants where the user is an owner (not merely an admin), active or not."""
+    return scope.tenant_ids(Role.OWNER, include_inactive=True)
 
 
 @admin.register(Membership)
@@ -247,16 +226,18 @@ class MembershipAdmin(TenantScopedAdmin):
         self, request: HttpRequest, obj: Membership | None = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm]:
         form = super().get_form(request, obj, change=change, **kwargs)
-        scope = admin_scope(request)
-        form.owner_tenant_ids = None if scope.platform else _owned_tenant_ids(request)  # type: ignore[attr-defined]
+        scope = tenant_scope(request)
+        owned = None if scope.platform else _owned_tenant_ids(scope)
+        form.owner_tenant_ids = owned  # type: ignore[attr-defined]
         return form
 
     def _touches_owner(self, request: HttpRequest, obj: Model | None) -> bool:
         """Whether obj is an owner's membership the (non-owner) user may not touch."""
-        if obj is None or admin_scope(request).platform:
+        scope = tenant_scope(request)
+        if obj is None or scope.platform:
             return False
         assert isinstance(obj, Membership)
-        return obj.role == Membership.Role.OWNER and obj.tenant_id not in _owned_tenant_ids(request)
+        return obj.role == Membership.Role.OWNER and obj.tenant_id not in _owned_tenant_ids(scope)
 
     def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return super().has_change_permission(request, obj) and not self._touches_owner(request, obj)
@@ -321,7 +302,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
         if change:
             super().save_model(request, obj, form, change)
             return
-        if not admin_scope(request).covers(obj.tenant_id):
+        if not administers(tenant_scope(request), obj.tenant_id):
             raise PermissionDenied
         key, raw = api_key_create(
             tenant=obj.tenant,

@@ -1,3 +1,5 @@
+"""/api/v1/: one router route per resource (viewsets from ``api.v1.views``) and ``me/``."""
+
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 

@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from tenants.admin import TenantScopedAdmin, admin_scope
+from tenants.admin import TenantScopedAdmin
+from tenants.scope import tenant_scope
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.vault import secret_store_value
 
@@ -68,7 +69,7 @@ class BackendSecretAdmin(TenantScopedAdmin):
         return "platform tools" if obj.tenant_id is None else f"tools of {obj.tenant}"
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant" and not admin_scope(request).platform:
+        if db_field.name == "tenant" and not tenant_scope(request).platform:
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 

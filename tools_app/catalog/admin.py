@@ -19,7 +19,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tenants.admin import TenantScopedAdmin, admin_scope
+from tenants.admin import TenantScopedAdmin
+from tenants.scope import tenant_scope
 from tools_app.catalog.forms import AccessRuleForm, ToolForm
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.spec import ToolSpec
@@ -62,7 +63,7 @@ class ManagedByFilter(admin.SimpleListFilter):
 
 def _require_tenant_for_tenant_admins(db_field: Field[Any, Any], request: HttpRequest, kwargs: dict[str, Any]) -> None:
     # Tenant admins never make platform-wide objects: the tenant is not optional for them.
-    if db_field.name == "tenant" and not admin_scope(request).platform:
+    if db_field.name == "tenant" and not tenant_scope(request).platform:
         kwargs["required"] = True
 
 
@@ -117,7 +118,7 @@ class ToolAdmin(TenantScopedAdmin):
         return self.fieldsets if obj is None else (*self.fieldsets, self.preview_fieldset)
 
     def get_list_filter(self, request: HttpRequest) -> Any:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
 
@@ -178,7 +179,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
         return super().get_queryset(request).prefetch_related("api_keys")
 
     def get_fieldsets(self, request: HttpRequest, obj: AccessRule | None = None) -> Any:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return self.fieldsets
         # A tenant admin's rules are owned by the tenant they apply to (set by the form).
         return tuple(
@@ -187,7 +188,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
         )
 
     def get_list_filter(self, request: HttpRequest) -> Any:
-        if admin_scope(request).platform:
+        if tenant_scope(request).platform:
             return (*self.list_filter, ManagedByFilter)
         return self.list_filter
 
@@ -195,7 +196,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
         self, request: HttpRequest, obj: AccessRule | None = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm[AccessRule]]:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.owned_by_tenant = not admin_scope(request).platform  # type: ignore[attr-defined]
+        form.owned_by_tenant = not tenant_scope(request).platform  # type: ignore[attr-defined]
         return form
 
     def formfield_for_foreignkey(

@@ -1,3 +1,6 @@
+"""``manage.py create_access_token <username> --name <name>``: a personal access token for
+scripts (the raw token is printed once, alone on the last line)."""
+
 from typing import Any
 
 from django.contrib.auth import get_user_model

@@ -17,7 +17,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.views.decorators.http import require_POST
 
-from tenants.admin import TenantScopedAdmin, admin_scope
+from tenants.admin import TenantScopedAdmin
+from tenants.scope import tenant_scope
 from tools_app.backends.upstream.federation import (
     UpstreamRefreshError,
     local_name,
@@ -73,7 +74,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
     )
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
-        if db_field.name == "tenant" and not admin_scope(request).platform:
+        if db_field.name == "tenant" and not tenant_scope(request).platform:
             kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 

@@ -1,0 +1,85 @@
+"""Invocations and change events as the v1 API shows them (read-only), and the filters of
+their lists."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from audit.models import AuditEvent, Invocation
+
+
+class InvocationSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    arguments = serializers.JSONField(help_text="The call's arguments, sensitive fields redacted.")
+
+    class Meta:
+        model = Invocation
+        fields = [
+            "id",
+            "tenant",
+            "tool_name",
+            "tool_id",
+            "tool_version",
+            "outcome",
+            "error_message",
+            "duration_ms",
+            "key_id",
+            "key_label",
+            "session_id",
+            "client_name",
+            "client_version",
+            "arguments",
+            "run_id",
+            "is_task",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class AuditEventSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(
+        source="tenant_slug", help_text="The slug the tenant had; empty for platform objects."
+    )
+    actor = serializers.CharField(source="actor_label", help_text="Who made the change: a username, or a command.")
+    changes = serializers.JSONField(help_text="field → [before, after], secrets redacted.")
+
+    class Meta:
+        model = AuditEvent
+        fields = [
+            "id",
+            "tenant",
+            "actor",
+            "source",
+            "action",
+            "object_type",
+            "object_id",
+            "object_repr",
+            "changes",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class _TimeWindowFilter(serializers.Serializer):
+    tenant = serializers.CharField(required=False, max_length=64, help_text="Only rows of this tenant (slug).")
+    since = serializers.DateTimeField(required=False, help_text="Only rows from this time on (ISO 8601).")
+    until = serializers.DateTimeField(required=False, help_text="Only rows before this time (ISO 8601).")
+
+
+class InvocationFilter(_TimeWindowFilter):
+    tool = serializers.CharField(required=False, max_length=128, help_text="Only calls of this tool (name).")
+    key = serializers.IntegerField(required=False, min_value=1, help_text="Only calls made with this API key (id).")
+    outcome = serializers.ChoiceField(required=False, choices=Invocation.Outcome.choices)
+    session = serializers.CharField(required=False, max_length=128, help_text="Only calls of this MCP session.")
+    run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
+
+
+class AuditEventFilter(_TimeWindowFilter):
+    object_type = serializers.CharField(
+        required=False, max_length=100, help_text="e.g. tools_app.Tool, tenants.ApiKey, tools_app.AccessRule"
+    )
+    object_id = serializers.CharField(required=False, max_length=64)
+    action = serializers.ChoiceField(required=False, choices=AuditEvent.Action.choices)
+    source = serializers.ChoiceField(required=False, choices=AuditEvent.Source.choices)
+    actor = serializers.CharField(required=False, max_length=200, help_text="Actors whose name contains this.")

@@ -1,0 +1,143 @@
+"""``/api/v1/tools/``: the platform catalog and tenants' private tools, with the admin's
+checks; dry runs of a create or a change, and test calls through the real call path."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from api.access import require_role
+from api.v1.serializers.tools import (
+    TestCallRequestSerializer,
+    TestCallResultSerializer,
+    ToolSerializer,
+    ToolValidationSerializer,
+)
+from api.v1.views.base import WRITE_ROLES, ScopedViewSet
+from api.v1.views.params import TENANT_PARAM, bool_param, query_bool, query_str
+from tenants.scope import Role
+from tools_app.catalog import services as tool_services
+from tools_app.catalog.models import Tool
+from tools_app.catalog.selectors import tools_in
+from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.trial_calls import tool_test_call
+
+CATALOGS = {"platform": True, "private": False}  # ?catalog= → platform tools or not
+
+
+@extend_schema_view(
+    list=extend_schema(
+        description="Platform admins see every tool; others their tenants' private tools.",
+        parameters=[
+            TENANT_PARAM,
+            OpenApiParameter(
+                "catalog", OpenApiTypes.STR, enum=["platform", "private"], description="Platform or private tools."
+            ),
+            OpenApiParameter("name", OpenApiTypes.STR, description="Only tools with this exact name."),
+            bool_param("enabled", "Only enabled (true) or disabled tools."),
+        ],
+    ),
+    create=extend_schema(description="Admins and owners add private tools; platform admins also platform tools."),
+)
+class ToolViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    ScopedViewSet,
+):
+    serializer_class = ToolSerializer
+    action_roles = {
+        **WRITE_ROLES,
+        "validate_new": Role.ADMIN,
+        "validate_changes": Role.ADMIN,
+        # A test call runs the tool for real, side effects included: for those who may change
+        # it, as in the admin.
+        "test_call": Role.ADMIN,
+    }
+
+    def get_queryset(self) -> QuerySet[Tool]:
+        if self.action != "list":
+            return tools_in(self.scope)
+        tenant_slug = query_str(self.request, "tenant")
+        catalog = query_str(self.request, "catalog")
+        if catalog is not None and catalog not in CATALOGS:
+            raise ValidationError({"catalog": ["Use platform or private."]})
+        return tools_in(
+            self.scope,
+            tenant_slug=tenant_slug,
+            platform_catalog=None if catalog is None else CATALOGS[catalog],
+            name=query_str(self.request, "name"),
+            enabled=query_bool(self.request, "enabled"),
+        )
+
+    def _require_write_role(self, serializer: serializers.BaseSerializer) -> None:
+        tenant = serializer.validated_data.get("tenant")
+        require_role(self.scope, tenant.pk if tenant is not None else None, Role.ADMIN)
+
+    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
+        self._require_write_role(serializer)
+        serializer.save()
+
+    def perform_destroy(self, instance: Tool) -> None:
+        tool_services.tool_delete(tool=instance)
+
+    def _dry_run(self, serializer: ToolSerializer) -> Response:
+        tool = serializer.unsaved_tool()
+        tool_services.tool_check(tool)
+        return Response(ToolValidationSerializer({"valid": True, "mcp": ToolSpec.from_model(tool).wire}).data)
+
+    @extend_schema(
+        operation_id="tools_validate_new",
+        request=ToolSerializer,
+        responses=ToolValidationSerializer,
+        description="Dry run of create: the same checks (schemas, backend, name), nothing is saved. "
+        "An invalid tool answers 400 naming the fields, like create.",
+    )
+    @action(detail=False, methods=["post"], url_path="validate", url_name="validate")
+    def validate_new(self, request: Request) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        self._require_write_role(serializer)
+        return self._dry_run(serializer)
+
+    @extend_schema(
+        operation_id="tools_validate_changes",
+        request=ToolSerializer(partial=True),
+        responses=ToolValidationSerializer,
+        description="Dry run of a partial update of this tool: the same checks, nothing is saved.",
+    )
+    @action(detail=True, methods=["post"], url_path="validate", url_name="validate-changes")
+    def validate_changes(self, request: Request, pk: str | None = None) -> Response:
+        serializer = self.get_serializer(self.get_object(), data=request.data, partial=True)
+        serializer.is_valid(raise_exception=True)
+        return self._dry_run(serializer)
+
+    @extend_schema(
+        request=TestCallRequestSerializer,
+        responses=TestCallResultSerializer,
+        description="Admins and owners (as in the admin: a test call has real side effects). Runs the tool "
+        "once, through argument validation, its backend and the "
+        "output checks, and answers what an MCP client would receive. Disabled tools can be tried too; "
+        "elicitation and sampling are refused (there is no client to ask).",
+    )
+    @action(detail=True, methods=["post"], url_path="test-call", url_name="test-call")
+    def test_call(self, request: Request, pk: str | None = None) -> Response:
+        tool = self.get_object()
+        body = TestCallRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        outcome = tool_test_call(tool=tool, arguments=body.validated_data["arguments"])
+        data = {
+            "result": outcome.result,
+            "is_error": outcome.is_error,
+            "notifications": outcome.notifications,
+            "duration_ms": outcome.duration_ms,
+        }
+        return Response(TestCallResultSerializer(data).data, status=status.HTTP_200_OK)
