@@ -20,6 +20,9 @@ class Outcome(models.TextChoices):
     TIMED_OUT = "timed_out", "Timed out"
     CANCELLED = "cancelled", "Cancelled"
     FAILED = "failed", "Failed"
+    # A round of a 2026-07-28 multi-round call that asked the client for input (the retry
+    # that brings the answers is another invocation).
+    INPUT_REQUIRED = "input_required", "Input required"
 
 
 class Invocation(models.Model):
@@ -33,6 +36,9 @@ class Invocation(models.Model):
     key_id = models.BigIntegerField(null=True, blank=True, help_text="The API key's id (never the key).")
     key_label = models.CharField(max_length=150, blank=True, help_text="Key name and prefix, or 'anonymous'.")
     session_id = models.CharField(max_length=128, blank=True)
+    protocol_version = models.CharField(
+        max_length=16, blank=True, help_text="The MCP revision of the call (2026-07-28, 2025-11-25, …)."
+    )
     client_name = models.CharField(max_length=200, blank=True)
     client_version = models.CharField(max_length=100, blank=True)
     tool_id = models.BigIntegerField(null=True, blank=True)

@@ -44,6 +44,7 @@ COLUMNS = (
     "key_id",
     "key_label",
     "session_id",
+    "protocol_version",
     "client_name",
     "client_version",
     "tool_id",
@@ -58,6 +59,9 @@ COLUMNS = (
     "started_at",
     "finished_at",
 )
+# Columns added after the first journal rows were written: rows from older processes (a
+# rolling deploy) lack them and get these values.
+LATER_COLUMNS = {"protocol_version": ""}
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
 
@@ -79,7 +83,11 @@ def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError:
             row = json.loads(raw)  # ASCII rows with escapes orjson refuses (lone surrogates)
-        if not isinstance(row, dict) or not all(column in row for column in COLUMNS):
+        if not isinstance(row, dict):
+            raise ValueError("not an invocation row")
+        for column, value in LATER_COLUMNS.items():
+            row.setdefault(column, value)
+        if not all(column in row for column in COLUMNS):
             raise ValueError("not an invocation row")
     except ValueError as exc:
         return Entry(journal_id.decode(), raw, None, f"undecodable journal entry: {exc}")

@@ -22,7 +22,9 @@ from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
 from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.sessions import SessionStore
+from mcp_platform.mcp.stateless import StatelessConfig, StatelessEngine
 from mcp_platform.mcp.transport.http import StreamableHttp, TransportConfig
 from mcp_platform.redis_clients import async_redis, command_batch
 from tenants.auth import tenant_directory
@@ -31,6 +33,13 @@ from tools_app.runs.host import PlatformToolHost
 
 SERVER_NAME = "toolbay"
 SERVER_VERSION = "0.1.0"
+
+
+def request_state_codec() -> RequestStateCodec:
+    """Seals multi-round requestState with keys every process shares (the Fernet keys)."""
+    return RequestStateCodec(
+        settings.TOOLBAY_SECRET_KEYS, ttl_seconds=settings.MCP_REQUEST_STATE_TTL_SECONDS, batch=command_batch()
+    )
 
 
 def build_transport() -> StreamableHttp:
@@ -50,8 +59,21 @@ def build_transport() -> StreamableHttp:
             cancel_grace=settings.MCP_CANCEL_GRACE_SECONDS,
         ),
     )
+    stateless = StatelessEngine(
+        host=engine.host,
+        cursors=engine.cursors,
+        request_states=request_state_codec(),
+        config=StatelessConfig(
+            server_name=SERVER_NAME,
+            server_version=SERVER_VERSION,
+            page_size=settings.MCP_PAGE_SIZE,
+            cancel_grace=settings.MCP_CANCEL_GRACE_SECONDS,
+            cache_ttl_ms=settings.MCP_CACHE_TTL_MS,
+        ),
+    )
     return StreamableHttp(
         engine,
+        stateless,
         events,
         redis,
         TransportConfig(

@@ -191,6 +191,10 @@ MCP_CANCEL_GRACE_SECONDS = env_float("MCP_CANCEL_GRACE_SECONDS", 2.0, minimum=0.
 MCP_SSE_KEEPALIVE_SECONDS = env_float("MCP_SSE_KEEPALIVE_SECONDS", 15.0, minimum=0.1)
 # Trust X-Forwarded-Host only when a reverse proxy in front sets it.
 MCP_TRUST_FORWARDED_HOST = env_bool("MCP_TRUST_FORWARDED_HOST", False)
+# 2026-07-28: how long clients may keep lists (ttlMs); listen streams announce changes sooner.
+MCP_CACHE_TTL_MS = env_int("MCP_CACHE_TTL_MS", 10_000, minimum=0)
+# 2026-07-28: how long a multi-round requestState stays good (the client's time to answer).
+MCP_REQUEST_STATE_TTL_SECONDS = env_int("MCP_REQUEST_STATE_TTL_SECONDS", 900, minimum=10)
 
 # --- Background calls and MCP tasks (Celery) ---------------------------------------
 # Tools whose timeout is longer than this run on the "toolbay.long" queue, so long calls

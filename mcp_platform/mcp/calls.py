@@ -33,6 +33,91 @@ class ClientRequestError(Exception):
     """The client answered a server→client request with an error, or not in time."""
 
 
+class InputRequired(BaseException):
+    """A handler on the 2026-07-28 leg asked for client input it has no answer for yet.
+
+    A BaseException, like cancellation, so that a handler's ``except Exception`` does not
+    swallow it: it ends this round of the call, which answers ``input_required`` with the
+    requests of ``InputRound.pending`` (see ``mcp_platform.mcp.stateless``).
+    """
+
+
+class MissingClientCapability(BaseException):
+    """A 2026-07-28 request needs a client capability it did not declare (error -32021).
+
+    A BaseException so that the handler's own ``except Exception`` leaves it to the engine.
+    """
+
+    def __init__(self, capability: str) -> None:
+        super().__init__(capability)
+        self.capability = capability
+
+
+class ContinueAsTask(BaseException):
+    """A handler on the 2026-07-28 leg gathered what it needed and continues as a task.
+
+    Raised by ``ctx.continue_as_task()`` on a call that may become one (the request declared
+    the tasks extension and the tool supports tasks): the platform creates the task with the
+    answers gathered so far and the handler runs again from the start on a worker, where
+    the same call returns at once. A BaseException so that ``except Exception`` leaves it.
+    """
+
+
+def _answer_fits(method: str, answer: Any) -> bool:
+    """Whether a client's answer has the shape of a result of ``method`` (else it is asked again)."""
+    if not isinstance(answer, dict):
+        return False
+    if method == "elicitation/create":
+        content = answer.get("content")
+        acted = answer.get("action") in ("accept", "decline", "cancel")
+        return acted and (content is None or isinstance(content, dict))
+    if method == "sampling/createMessage":
+        return isinstance(answer.get("role"), str) and "content" in answer and isinstance(answer.get("model"), str)
+    if method == "roots/list":
+        return isinstance(answer.get("roots"), list)
+    return True
+
+
+class InputRound:
+    """Client input for one execution of a multi-round request (MRTR, 2026-07-28).
+
+    The handler runs again on every round, from the start: a request it makes gets the
+    answer the client gave for its key in an earlier round, if there is one. Keys are the
+    handler's own (``ctx.elicit(..., key="user_name")``) or numbered per kind in the order
+    the requests are made, which is the same on every round. Requests without an answer
+    are collected in ``pending``; the first one ends the round (``InputRequired``) after one
+    turn of the event loop, so requests the handler started together (``asyncio.gather``)
+    are all asked in the same round.
+    """
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.pending: dict[str, dict[str, Any]] = {}
+        self._counts: dict[str, int] = {}
+        self._parked: list[asyncio.Future[None]] = []
+
+    async def ask(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        if key is None:
+            kind = method.split("/", 1)[0]
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+            key = f"{kind}-{self._counts[kind]}"
+        answer = self.answers.get(key)
+        if isinstance(answer, dict) and _answer_fits(method, answer):
+            return dict(answer)
+        self.pending[key] = {"method": method, "params": params}
+        if len(self.pending) == 1:
+            await asyncio.sleep(0)  # one turn: requests started together join this round
+            raise InputRequired()
+        parked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._parked.append(parked)
+        await parked  # the first request ends the round; this one is cancelled with the call
+        raise InputRequired()
+
+    def close(self) -> None:
+        for parked in self._parked:
+            parked.cancel()
+
+
 @dataclass(frozen=True)
 class Relayed:
     """A call whose response someone else (a worker) already wrote to its stream's log."""
@@ -50,18 +135,28 @@ class CallLink(Protocol):
     stream_id: str
     request_id: jsonrpc.RequestId
     log_level: str
+    protocol_version: str
     # Called instead of interrupting the local task when the client cancels (background calls).
     on_cancel: Callable[[], Awaitable[Any]] | None
+    # The 2026-07-28 leg: asking the client is multi-round, a missing capability is an error.
+    stateless: bool
+    # The request declared the tasks extension and the tool supports tasks (ContinueAsTask).
+    may_become_task: bool
 
     def log_enabled(self, level: str) -> bool: ...
+
+    def input_responses(self) -> dict[str, Any]:
+        """The client's answers this (multi-round) call has so far; {} on the legacy leg."""
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification related to this call on its stream."""
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a request to the client on this call's stream and wait for its answer.
+    async def request(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        """Ask the client (elicitation, sampling, roots) and return its answer.
 
-        Raises ClientRequestError on an error answer or a timeout.
+        On the legacy leg a server→client request on this call's stream; raises
+        ClientRequestError on an error answer or a timeout. On the 2026-07-28 leg the answer
+        of the client's retry (``key`` names it), or InputRequired to ask for it.
         """
 
     async def close_stream(self) -> None:
@@ -125,7 +220,16 @@ class LinkRuntime:
         client_info: dict[str, Any],
         log_level: str,
         request_timeout: float,
+        protocol_version: str,
+        input_round: InputRound | None = None,
     ) -> None:
+        """``input_round``: set for calls of the 2026-07-28 leg, whose requests to the client
+        are multi-round (MRTR) instead of server→client requests."""
+        self._input_round = input_round
+        self.input_round = input_round
+        self.stateless = input_round is not None
+        self.may_become_task = False  # a run on a worker already is whatever it became
+        self.protocol_version = protocol_version
         self._redis = redis
         self._layer = layer
         self._request_timeout = request_timeout
@@ -166,11 +270,16 @@ class LinkRuntime:
     def log_enabled(self, level: str) -> bool:
         return loglevels.passes(level, self.log_level)
 
+    def input_responses(self) -> dict[str, Any]:
+        return dict(self._input_round.answers) if self._input_round is not None else {}
+
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if not self.cancelled.is_set():
             await self._send(jsonrpc.notification(method, params))
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        if self._input_round is not None:
+            return await self._input_round.ask(method, params, key)
         await asyncio.shield(self._start_registration())  # the answer comes to our channel
         assert self._channel is not None
         request_id = f"s-{secrets.token_urlsafe(12)}"
@@ -354,3 +463,81 @@ class RelayCallLink(LinkRuntime):
 
     async def relay(self, after: str) -> Relayed:
         raise RuntimeError("a worker cannot relay to the client's stream")
+
+
+class StatelessCallLink:
+    """The link of a 2026-07-28 call running in this process.
+
+    Its progress and log messages go on the request's own response stream; asking the
+    client is multi-round (``InputRound``); the client closing the response stream cancels
+    the call (the revision has no resumption, a disconnect is the client's cancel).
+    """
+
+    def __init__(
+        self,
+        stream: Stream,
+        *,
+        request_id: jsonrpc.RequestId,
+        progress_token: str | int | None,
+        client_capabilities: dict[str, Any],
+        client_info: dict[str, Any],
+        log_level: str,
+        protocol_version: str,
+        input_round: InputRound,
+        cancel_grace: float,
+        may_become_task: bool,
+    ) -> None:
+        self.protocol_version = protocol_version
+        self.may_become_task = may_become_task
+        self._stream = stream
+        self._input_round = input_round
+        self._cancel_grace = cancel_grace
+        self._call: asyncio.Future[Any] | None = None
+        self.stateless = True
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        self.log_level = log_level
+        self.session_id = stream.session_id
+        self.stream_id = stream.stream_id
+        self.on_cancel: Callable[[], Awaitable[Any]] | None = None
+        self.cancelled = asyncio.Event()
+
+    def watch(self, call: asyncio.Future[Any]) -> None:
+        self._call = call
+
+    def cancel(self) -> None:
+        """The client went away: stop the call (cooperatively first, as for a legacy cancel)."""
+        if self.cancelled.is_set() or self._call is None or self._call.done():
+            return
+        self.cancelled.set()
+        if self.on_cancel is not None:
+            detach(self.on_cancel())
+            return
+        asyncio.get_running_loop().call_later(self._cancel_grace, self._call.cancel)
+
+    def close(self) -> None:
+        self._input_round.close()
+
+    def log_enabled(self, level: str) -> bool:
+        return loglevels.passes(level, self.log_level)
+
+    def input_responses(self) -> dict[str, Any]:
+        return dict(self._input_round.answers)
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        if not self.cancelled.is_set():
+            await self._stream.send(jsonrpc.notification(method, params))
+
+    async def request(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        return await self._input_round.ask(method, params, key)
+
+    async def close_stream(self) -> None:
+        """Nothing to resume on this revision: the stream stays open until the answer."""
+
+    async def open_stream(self) -> str:
+        return await self._stream.open()
+
+    async def relay(self, after: str) -> Relayed:
+        return await self._stream.relay(after)

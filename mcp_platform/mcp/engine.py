@@ -215,6 +215,7 @@ class Engine:
             client_info=session.client_info,
             log_level=session.log_level,
             request_timeout=self.config.client_request_timeout,
+            protocol_version=session.protocol_version,
         )
         if task is not None:
             ttl = task.get("ttl")

@@ -50,6 +50,11 @@ class ToolHost(Protocol[IdentityT]):
     async def visible_digest(self, identity: IdentityT) -> str:
         """A fingerprint of the caller's visible tool list; it changes exactly when the list does."""
 
+    async def header_params(self, identity: IdentityT, name: str) -> list[tuple[str, tuple[str, ...]]]:
+        """The arguments of a tool the caller may use that clients mirror in ``Mcp-Param-<Name>``
+        headers (``x-mcp-header`` in its input schema): (Name, path of property names).
+        Empty for tools without any, and for tools the caller may not use."""
+
     async def task_support(self, identity: IdentityT, name: str) -> str | None:
         """forbidden/optional/required for a tool the caller may use; None when it may not."""
 
@@ -68,9 +73,24 @@ class ToolHost(Protocol[IdentityT]):
         """A page of the caller's tasks, newest first, and whether more follow."""
 
     async def cancel_task(self, identity: IdentityT, task_id: str) -> dict[str, Any]:
-        """Cancel the caller's task; returns it, or raises JsonRpcError."""
+        """Cancel the caller's task; returns it, or raises JsonRpcError (2025-11-25: a task
+        that already ended cannot be cancelled)."""
+
+    async def detailed_task(self, identity: IdentityT, task_id: str) -> dict[str, Any] | None:
+        """The caller's task as a 2026-07-28 DetailedTask (its inputRequests, result or
+        error inlined), or None (missing and foreign look the same)."""
+
+    async def answer_task(self, identity: IdentityT, task_id: str, responses: dict[str, Any]) -> bool:
+        """Deliver the client's answers to the caller's task (tasks/update); False when the
+        caller has no such task. Answers to requests the task did not make are ignored."""
+
+    async def stop_task(self, identity: IdentityT, task_id: str) -> bool:
+        """Cancel the caller's task if it is still active (2026-07-28: idempotent); False
+        when the caller has no such task."""
 
     async def call_tool(
         self, identity: IdentityT, name: str, arguments: dict[str, Any], link: CallLink
     ) -> dict[str, Any] | None:
-        """A CallToolResult, or None when the caller has no such tool (missing or forbidden)."""
+        """A CallToolResult, or None when the caller has no such tool (missing or forbidden).
+        When ``link.may_become_task``, the host may make the call a task and return its
+        CreateTaskResult (``resultType: "task"``) instead."""

@@ -61,3 +61,8 @@ def tenant_sessions_key(tenant_id: int) -> str:
 def session_digest_key(session_id: str) -> str:
     """The visible-tools fingerprint the session was last told about (see standalone.py)."""
     return f"{PREFIX}:digest:{session_id}"
+
+
+def request_state_key(nonce: str) -> str:
+    """Marks a multi-round requestState as used (see request_state.py)."""
+    return f"{PREFIX}:request-state:{nonce}"

@@ -32,7 +32,9 @@ class GroupLayer(Protocol):
 @dataclass(frozen=True)
 class CallAddress:
     """Where a call's messages go: its session, its POST stream and the request's id; for a
-    legacy MCP task, ``task_id`` (its messages then go on the standalone stream)."""
+    legacy MCP task, ``task_id`` (its messages then go on the standalone stream). A
+    2026-07-28 task has no session (``session_id`` ""): its client polls ``tasks/get``, and
+    its progress and log messages have no stream to go to."""
 
     tenant_id: int
     session_id: str
@@ -49,6 +51,8 @@ class Relay:
 
     async def send(self, address: CallAddress, message: dict[str, Any]) -> None:
         """A notification or server→client request related to the call."""
+        if not address.session_id:
+            return
         if address.task_id is not None:
             params = message.setdefault("params", {})
             params.setdefault("_meta", {})[RELATED_TASK] = {"taskId": address.task_id}
@@ -71,6 +75,8 @@ class Relay:
 
     async def task_status(self, address: CallAddress, task: dict[str, Any]) -> None:
         """``notifications/tasks/status`` on the session's standalone stream."""
+        if not address.session_id:
+            return
         await self._standalone(address, jsonrpc.notification("notifications/tasks/status", task))
 
     async def task_done(self, task_id: str, status: str) -> None:

@@ -7,10 +7,20 @@ from typing import Any
 LATEST = "2025-11-25"
 # Handshake-era revisions we serve, newest first.
 SUPPORTED = ("2025-11-25", "2025-06-18", "2025-03-26")
+# Stateless (2026-07-28 and later) revisions we serve, newest first. Only these are named in
+# server/discover and in an unsupported-version error's "supported" list.
+MODERN = ("2026-07-28",)
 # Every handshake-era revision name; a header outside this set marks a modern (2026+) request.
 HANDSHAKE_ERA = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
-MODERN_META_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+META = "io.modelcontextprotocol/"
+MODERN_META_VERSION_KEY = META + "protocolVersion"
+MODERN_META_CAPABILITIES_KEY = META + "clientCapabilities"
+MODERN_META_CLIENT_INFO_KEY = META + "clientInfo"
+MODERN_META_LOG_LEVEL_KEY = META + "logLevel"
+SERVER_INFO_META_KEY = META + "serverInfo"
+SUBSCRIPTION_ID_META_KEY = META + "subscriptionId"
+TASKS_EXTENSION = META + "tasks"
 
 
 def negotiate(requested: Any) -> str:

@@ -7,6 +7,7 @@ and every other keyword survive untouched). A schema without ``$schema`` is JSON
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any, cast
 
@@ -84,6 +85,7 @@ def check_object_schema(schema: Any, *, label: str) -> None:
                 f"{label}: $ref {ref!r} points outside the schema; only local references (#/...) are "
                 "allowed, Toolbay never fetches schemas over the network"
             )
+    check_mcp_headers(schema, label=label)
 
 
 def compile_validator(schema: dict[str, Any]) -> Validator:
@@ -105,3 +107,46 @@ def first_error(validator: Validator, instance: Any) -> JsonSchemaValidationErro
         return None
     best: JsonSchemaValidationError | None = jsonschema.exceptions.best_match(validator.iter_errors(instance))
     return best
+
+
+MCP_HEADER = "x-mcp-header"
+HEADER_SCALARS = ("string", "integer", "boolean")
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+def mcp_header_params(schema: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(header Name, property path) for every ``x-mcp-header`` reachable through plain
+    ``properties`` chains from the schema's root (2026-07-28 §transport)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return
+    for name, prop in properties.items():
+        if not isinstance(prop, dict):
+            continue
+        if isinstance(prop.get(MCP_HEADER), str):
+            yield prop[MCP_HEADER], (*path, name)
+        yield from mcp_header_params(prop, (*path, name))
+
+
+def check_mcp_headers(schema: Any, *, label: str) -> None:
+    """Raise SchemaProblem for an ``x-mcp-header`` a client could not mirror or must not see:
+    only on string, integer or boolean properties, never on sensitive ones (``x-sensitive``,
+    ``writeOnly``: a header is logged by every proxy), names of letters, digits and dashes,
+    each name once."""
+    seen: set[str] = set()
+    for header, path in mcp_header_params(schema):
+        where = f"{label} property {'.'.join(path)}"
+        prop: Any = schema
+        for step in path:
+            prop = prop["properties"][step]
+        if not _HEADER_NAME.match(header):
+            raise SchemaProblem(f"{where}: x-mcp-header must be 1-64 letters, digits or dashes, got {header!r}")
+        if header.lower() in seen:
+            raise SchemaProblem(f"{where}: x-mcp-header {header!r} is used twice")
+        seen.add(header.lower())
+        if prop.get("type") not in HEADER_SCALARS:
+            raise SchemaProblem(f'{where}: x-mcp-header needs "type" string, integer or boolean')
+        if prop.get("x-sensitive") is True or prop.get("writeOnly") is True:
+            raise SchemaProblem(
+                f"{where}: a sensitive property (x-sensitive / writeOnly) cannot be mirrored in a header"
+            )

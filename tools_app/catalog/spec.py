@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from tools_app.catalog.schemas import compile_validator
+from tools_app.catalog.schemas import compile_validator, mcp_header_params
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -77,6 +77,11 @@ class ToolSpec:
         if self.task_support != "forbidden":
             data["execution"] = {"taskSupport": self.task_support}
         return data
+
+    @cached_property
+    def header_params(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Arguments clients mirror in ``Mcp-Param-<Name>`` (``x-mcp-header``): (Name, path)."""
+        return tuple(mcp_header_params(self.input_schema))
 
     @cached_property
     def input_validator(self) -> Validator:

@@ -12,7 +12,7 @@ from typing import Any
 
 from audit.models import Outcome
 from mcp_platform.mcp import loglevels
-from mcp_platform.mcp.calls import CallLink, ClientRequestError
+from mcp_platform.mcp.calls import CallLink, ClientRequestError, ContinueAsTask, MissingClientCapability
 from tools_app.backends.results import ToolError
 
 
@@ -66,28 +66,67 @@ class ToolContext:
             params["logger"] = logger
         await self._link.notify("notifications/message", params)
 
-    async def elicit(self, message: str, requested_schema: dict[str, Any]) -> dict[str, Any]:
-        """Ask the user for input (form mode); returns ``{action, content?}``."""
-        if "elicitation" not in self._link.client_capabilities:
-            raise ToolError("This tool needs to ask the user for input, but the client does not support elicitation.")
+    def supports(self, capability: str) -> bool:
+        """Whether the client declared ``capability`` ("elicitation", "sampling", "roots")."""
+        return capability in self._link.client_capabilities
+
+    async def elicit(self, message: str, requested_schema: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        """Ask the user for input (form mode); returns ``{action, content?}``.
+
+        ``key`` names the request on the 2026-07-28 leg, where it is asked through a
+        multi-round result and the handler runs again with the answer (code before it runs
+        again too: keep it free of side effects).
+        """
+        self._require(
+            "elicitation", "This tool needs to ask the user for input, but the client does not support elicitation."
+        )
         return await self._client_request(
-            "elicitation/create", {"message": message, "requestedSchema": requested_schema}
+            "elicitation/create", {"message": message, "requestedSchema": requested_schema}, key
         )
 
-    async def sample(self, messages: list[dict[str, Any]], *, max_tokens: int, **options: Any) -> dict[str, Any]:
+    async def sample(
+        self, messages: list[dict[str, Any]], *, max_tokens: int, key: str | None = None, **options: Any
+    ) -> dict[str, Any]:
         """Ask the client's model for a completion (sampling/createMessage)."""
-        if "sampling" not in self._link.client_capabilities:
-            raise ToolError("This tool needs the client's model (sampling), but the client does not support it.")
+        self._require("sampling", "This tool needs the client's model (sampling), but the client does not support it.")
         return await self._client_request(
-            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **options}
+            "sampling/createMessage", {"messages": messages, "maxTokens": max_tokens, **options}, key
         )
+
+    async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
+        """The client's roots (roots/list): ``[{uri, name?}]``."""
+        self._require("roots", "This tool needs the client's roots, but the client does not support roots.")
+        answer = await self._client_request("roots/list", {}, key)
+        roots = answer.get("roots")
+        return [root for root in roots if isinstance(root, dict)] if isinstance(roots, list) else []
+
+    def _require(self, capability: str, refusal: str) -> None:
+        if self.supports(capability):
+            return
+        if self._link.stateless:
+            # 2026-07-28: a protocol error naming the capability the request must declare.
+            raise MissingClientCapability(capability)
+        raise ToolError(refusal)
+
+    def continue_as_task(self) -> None:
+        """Go on as a task, if this call can become one; otherwise just go on.
+
+        On the 2026-07-28 leg, when the request declared the tasks extension and the tool
+        supports tasks, the call ends here and the client gets a task (``resultType:
+        "task"``): the handler runs again from the start on a worker, with the answers it
+        gathered so far (``ctx.elicit`` returns them at once), and this call returns there.
+        Anywhere else (a legacy session, a client without tasks, already on a worker) it
+        returns at once and the call continues where it is.
+        """
+        if self._link.may_become_task:
+            raise ContinueAsTask()
 
     async def close_stream(self) -> None:
         """End the HTTP response now; the client reconnects and gets later events (SEP-1699)."""
         await self._link.close_stream()
 
-    async def _client_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _client_request(self, method: str, params: dict[str, Any], key: str | None) -> dict[str, Any]:
         try:
-            return await self._link.request(method, params)
+            return await self._link.request(method, params, key)
         except ClientRequestError as exc:
             raise ToolError(f"The client could not complete {method}: {exc}") from None

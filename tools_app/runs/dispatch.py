@@ -25,7 +25,7 @@ from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.execution import argument_problem
 from tools_app.runs.models import ToolRun
 from tools_app.runs.selectors import task_view
-from tools_app.runs.services import cancel_run, finish_and_signal, run_create
+from tools_app.runs.services import cancel_run, finish_and_signal, run_answer, run_create
 from tools_app.runs.tasks import execute_run
 
 LONG_QUEUE = "toolbay.long"
@@ -36,7 +36,10 @@ def queue_for(tool: ToolSpec) -> str:
     return LONG_QUEUE if tool.timeout_seconds > settings.TOOLBAY_LONG_CALL_SECONDS else SHORT_QUEUE
 
 
-def _enqueue(run_id: str, tool: ToolSpec) -> None:
+def _enqueue(run_id: str, tool: ToolSpec | None) -> None:
+    if tool is None:  # deleted since the run began: the worker records that it cannot run
+        execute_run.apply_async(args=[run_id], queue=SHORT_QUEUE)
+        return
     # Celery's hard limit is only the backstop; the worker enforces timeout and grace itself.
     hard_limit = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + 30
     execute_run.apply_async(args=[run_id], queue=queue_for(tool), time_limit=hard_limit)
@@ -61,6 +64,8 @@ def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink)
         progress_token=link.progress_token,
         client_capabilities=link.client_capabilities,
         log_level=link.log_level,
+        protocol_version=link.protocol_version,
+        input_responses=link.input_responses(),
     )
 
 
@@ -108,3 +113,45 @@ async def create_task(
         run = await sync_to_async(run_start)(tool=tool, **fields)
     await run.arefresh_from_db()
     return {"task": task_view(run)}
+
+
+async def start_task(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> dict[str, Any]:
+    """Start a 2026-07-28 task (tasks extension) for already-validated arguments; returns its
+    CreateTaskResult once the run is committed, so a tasks/get right after finds it.
+
+    The task has no session and no stream: whatever the handler gathered before it became
+    a task (multi-round answers) travels with it, and its client polls tasks/get.
+    """
+    fields = {
+        **_run_fields(principal, arguments, link),
+        "session_id": "",
+        "stream_id": "",
+        "request_id": None,
+        "progress_token": None,
+        "is_task": True,
+        "ttl_ms": settings.MCP_TASK_DEFAULT_TTL_MS,
+    }
+    run = await sync_to_async(run_start)(tool=tool, **fields)
+    return {
+        "resultType": "task",
+        "taskId": run.id,
+        "status": run.status,
+        "createdAt": run.created_at.isoformat(),
+        "lastUpdatedAt": run.updated_at.isoformat(),
+        "ttlMs": run.ttl_ms,
+        "pollIntervalMs": settings.MCP_TASK_POLL_INTERVAL_MS,
+    }
+
+
+def _answer_and_resume(run_id: str, responses: dict[str, Any]) -> None:
+    with transaction.atomic():
+        if run_answer(run_id, responses):
+            run = ToolRun.objects.select_related("tool").get(pk=run_id)
+            tool = ToolSpec.from_model(run.tool) if run.tool is not None else None
+            transaction.on_commit(functools.partial(_enqueue, run_id, tool))
+
+
+async def answer_task(run_id: str, responses: dict[str, Any]) -> None:
+    """A client's answers to a parked 2026-07-28 task: once every request it waits on has
+    one, the task runs again (from the start, with all its answers) on a worker."""
+    await sync_to_async(_answer_and_resume)(run_id, responses)

@@ -1,7 +1,8 @@
 """Running one tool call: argument validation, the backend, timeout, retries, result checks.
 
 Every failure a model could act on comes back as a result with ``isError: true`` and a
-message; nothing here lets a stack trace reach the client. The same ``execute`` runs inline
+message; nothing here lets a stack trace reach the client. Only a ``JsonRpcError`` the
+handler raises on purpose passes through, as the call's protocol error. The same ``execute`` runs inline
 calls in the ASGI process (``tools_app.runs.host``) and background calls on Celery workers
 (``tools_app.runs.worker``).
 """
@@ -16,6 +17,7 @@ from typing import Any
 from django.conf import settings
 
 from audit.models import Outcome
+from mcp_platform.mcp.jsonrpc import JsonRpcError
 from tools_app.backends.base import BackendError
 from tools_app.backends.registry import backend_for
 from tools_app.backends.results import ToolError, error_result, normalize
@@ -50,6 +52,11 @@ async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
         return _ended(ctx, Outcome.ERROR, error_result(str(exc)))
     except BackendError as exc:
         return _ended(ctx, Outcome.ERROR, error_result(f"Tool '{tool.name}' failed: {exc}"))
+    except JsonRpcError as exc:
+        # A handler may end the call with a protocol error on purpose: the request's error
+        # response (or a failed task), not a result the model reads.
+        ctx.outcome, ctx.error_message = Outcome.FAILED, exc.message
+        raise
     except Exception:
         reference = secrets.token_hex(4)
         log.exception("tool %s failed (reference %s)", tool.name, reference)

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
-from mcp_platform.mcp.calls import CallLink
+from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
 from mcp_platform.mcp.host import AuthError
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
@@ -25,10 +25,10 @@ from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import limits
 from tools_app.runs.context import ToolContext
 from tools_app.runs.delivery import relay
-from tools_app.runs.dispatch import call_in_background, create_task
+from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
 from tools_app.runs.execution import argument_problem, execute
 from tools_app.runs.models import ToolRun
-from tools_app.runs.selectors import run_of, runs_of, task_view
+from tools_app.runs.selectors import detailed_task_view, run_of, runs_of, task_view
 from tools_app.runs.services import cancel_run
 
 TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
@@ -80,6 +80,10 @@ class PlatformToolHost:
     async def visible_digest(self, identity: Principal) -> str:
         return (await self._cache.visible(identity)).digest
 
+    async def header_params(self, identity: Principal, name: str) -> list[tuple[str, tuple[str, ...]]]:
+        tool = await self._tool(identity, name)
+        return list(tool.header_params) if tool is not None else []
+
     async def task_support(self, identity: Principal, name: str) -> str | None:
         tool = await self._tool(identity, name)
         return tool.task_support if tool is not None else None
@@ -92,7 +96,8 @@ class PlatformToolHost:
             tenant_id=identity.tenant_id,
             key_id=identity.key_id,
             key_label=identity.label,
-            session_id=link.session_id,
+            session_id="" if link.stateless else link.session_id,  # 2026-07-28 calls have no session
+            protocol_version=link.protocol_version,
             client=link.client_info,
             tool_name=name,
             arguments=arguments,
@@ -113,6 +118,15 @@ class PlatformToolHost:
             finished = await self._run(identity, tool, arguments, link)
         except asyncio.CancelledError:  # interrupted after the cancellation grace period
             finished = Finished(None, Outcome.CANCELLED)
+            raise
+        except InputRequired:  # a multi-round call's round that asks the client (2026-07-28)
+            finished = Finished(None, Outcome.INPUT_REQUIRED, "Waiting for the client's input")
+            raise
+        except MissingClientCapability as exc:
+            finished = Finished(None, Outcome.DENIED, f"The request did not declare the capability {exc.capability}")
+            raise
+        except JsonRpcError as exc:  # the handler ended the call with a protocol error
+            finished = Finished(None, Outcome.FAILED, exc.message)
             raise
         finally:
             recorded = None
@@ -135,10 +149,16 @@ class PlatformToolHost:
         problem = argument_problem(tool, arguments)
         if problem is not None:
             return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
+        # Outcome None: a worker runs it from here and records it.
         if tool.execution_mode == "background":
+            if link.may_become_task:  # 2026-07-28 with the tasks extension: the server makes it a task
+                return Finished(await start_task(principal, tool, arguments, link), None)
             return Finished(await call_in_background(principal, tool, arguments, link), None)
         ctx = ToolContext(link, tool_name=tool.name)
-        result = await execute(tool, arguments, ctx)
+        try:
+            result = await execute(tool, arguments, ctx)
+        except ContinueAsTask:  # it gathered its input inline and goes on as a task
+            return Finished(await start_task(principal, tool, arguments, link), None)
         return Finished(result, ctx.outcome, ctx.error_message)
 
     async def _take_slot(self, identity: Principal) -> bool:
@@ -207,6 +227,24 @@ class PlatformToolHost:
 
         runs = await sync_to_async(page)()
         return [task_view(run) for run in runs[:limit]], len(runs) > limit
+
+    async def detailed_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
+        run = await sync_to_async(run_of)(identity, task_id)
+        return detailed_task_view(run) if run is not None else None
+
+    async def answer_task(self, identity: Principal, task_id: str, responses: dict[str, Any]) -> bool:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            return False
+        await answer_task(run.id, responses)
+        return True
+
+    async def stop_task(self, identity: Principal, task_id: str) -> bool:
+        run = await sync_to_async(run_of)(identity, task_id)
+        if run is None:
+            return False
+        await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")  # a task that ended stays as it ended
+        return True
 
     async def cancel_task(self, identity: Principal, task_id: str) -> dict[str, Any]:
         run = await sync_to_async(run_of)(identity, task_id)

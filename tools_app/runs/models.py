@@ -42,6 +42,11 @@ class ToolRun(models.Model):
     is_task = models.BooleanField(default=False, help_text="Created by a task-augmented tools/call.")
     # Where the call's messages go: the MCP session, its POST stream and the request's id.
     session_id = models.CharField(max_length=128)
+    protocol_version = models.CharField(max_length=16, blank=True, help_text="The MCP revision of the call.")
+    # 2026-07-28 multi-round calls: the client's answers so far (the handler runs again with
+    # them) and, while a task waits for its client, the requests still unanswered, by key.
+    input_responses = models.JSONField(default=dict, blank=True)
+    input_requests = models.JSONField(default=dict, blank=True)
     stream_id = models.CharField(max_length=32)
     request_id = models.JSONField(null=True)
     progress_token = models.JSONField(null=True)

@@ -6,9 +6,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from mcp_platform.mcp.jsonrpc import INTERNAL_ERROR
+from mcp_platform.mcp.versions import MODERN
 from tenants.principal import Principal
 from tools_app.runs.models import ToolRun
 
@@ -28,19 +30,21 @@ def runs_of(principal: Principal, *, tasks_only: bool = True) -> QuerySet[ToolRu
 
 
 def stuck_runs() -> list[ToolRun]:
-    """Active runs that outlived every limit: queue wait, timeout and grace."""
+    """Active runs that outlived every limit since their last start: queue wait, timeout and
+    grace. A 2026-07-28 task waiting for its client runs nowhere; its TTL ends it."""
     now = timezone.now()
     slack = settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS + settings.MCP_CANCEL_GRACE_SECONDS + 30
+    parked = Q(status=ToolRun.Status.INPUT_REQUIRED, protocol_version__in=MODERN)
     stuck = []
-    for run in ToolRun.objects.filter(status__in=ToolRun.ACTIVE).select_related("tool"):
+    for run in ToolRun.objects.filter(status__in=ToolRun.ACTIVE).exclude(parked).select_related("tool"):
         timeout = run.tool.timeout_seconds if run.tool is not None else 0
-        if run.created_at + timedelta(seconds=timeout + slack) < now:
+        if (run.started_at or run.created_at) + timedelta(seconds=timeout + slack) < now:
             stuck.append(run)
     return stuck
 
 
 def task_view(run: ToolRun) -> dict[str, Any]:
-    """The MCP Task object of a run (2025-11-25)."""
+    """The MCP Task object of a run (2025-11-25): its status, not its result."""
     task: dict[str, Any] = {
         "taskId": run.id,
         "status": run.status,
@@ -51,4 +55,29 @@ def task_view(run: ToolRun) -> dict[str, Any]:
     }
     if run.status_message:
         task["statusMessage"] = run.status_message
+    return task
+
+
+def detailed_task_view(run: ToolRun) -> dict[str, Any]:
+    """The 2026-07-28 DetailedTask of a run (tasks extension): the task, plus what its status
+    implies: the requests it waits on, its result (a tool error is a completed task whose
+    result says isError), or the protocol error it failed with (never a result then)."""
+    task: dict[str, Any] = {
+        "taskId": run.id,
+        "status": run.status,
+        "createdAt": run.created_at.isoformat(),
+        "lastUpdatedAt": run.updated_at.isoformat(),
+        "ttlMs": run.ttl_ms,
+        "pollIntervalMs": settings.MCP_TASK_POLL_INTERVAL_MS,
+    }
+    if run.status_message:
+        task["statusMessage"] = run.status_message
+    if run.status == ToolRun.Status.INPUT_REQUIRED:
+        task["inputRequests"] = run.input_requests
+    elif run.status == ToolRun.Status.COMPLETED:
+        task["result"] = run.result or {"content": []}
+    elif run.status == ToolRun.Status.FAILED:
+        # Runs the platform gave up on (no worker in time, a worker that died) failed
+        # without a JSON-RPC error of their own: their message is the error's.
+        task["error"] = run.error or {"code": INTERNAL_ERROR, "message": run.status_message or "The task failed"}
     return task

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from audit.journal import invocation_row, journal
@@ -35,6 +36,8 @@ def run_create(
     client_capabilities: dict[str, Any],
     log_level: str,
     is_task: bool,
+    protocol_version: str = "",
+    input_responses: dict[str, Any] | None = None,
     ttl_ms: int | None = None,
 ) -> ToolRun:
     now = timezone.now()
@@ -53,6 +56,8 @@ def run_create(
         progress_token=progress_token,
         client_capabilities=client_capabilities,
         log_level=log_level,
+        protocol_version=protocol_version,
+        input_responses=input_responses or {},
         ttl_ms=ttl_ms,
         expires_at=expires_at,
     )
@@ -86,6 +91,35 @@ def run_set_active_status(run_id: str, status: str) -> bool:
     return bool(
         ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(status=status, updated_at=timezone.now())
     )
+
+
+def run_park(run_id: str, requests: dict[str, Any]) -> bool:
+    """A 2026-07-28 task waits for its client: input_required with the requests still
+    unanswered. Its worker lets go of it; ``run_answer`` resumes it."""
+    return bool(
+        ToolRun.objects.filter(pk=run_id, status=ToolRun.Status.WORKING).update(
+            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, updated_at=timezone.now()
+        )
+    )
+
+
+def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
+    """Take the client's answers to a parked task's requests (answers to keys it did not ask
+    are ignored). Returns True when nothing is pending any more and the run is working again,
+    to be queued once this commits."""
+    with transaction.atomic():
+        run = ToolRun.objects.select_for_update().filter(pk=run_id).first()
+        if run is None or run.status != ToolRun.Status.INPUT_REQUIRED or not run.input_requests:
+            return False
+        answered = {key: value for key, value in responses.items() if key in run.input_requests}
+        run.input_responses = {**run.input_responses, **answered}
+        run.input_requests = {key: value for key, value in run.input_requests.items() if key not in answered}
+        resumed = not run.input_requests
+        if resumed:
+            # The next execution starts cleanly: its attempts count worker deaths afresh.
+            run.status, run.attempts = ToolRun.Status.WORKING, 0
+        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "updated_at"])
+    return resumed
 
 
 def purge_expired_runs() -> int:
@@ -136,6 +170,7 @@ def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
             key_id=key_id,
             key_label=f"{key.name} ({key.prefix})" if key is not None else "anonymous",
             session_id=run.session_id,
+            protocol_version=run.protocol_version,
             tool_id=run.tool_id,
             tool_name=run.tool_name,
             tool_version=run.tool_version,

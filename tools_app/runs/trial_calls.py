@@ -50,6 +50,9 @@ class RecordingLink:
     request_id: str | int = TEST_CALL_PROGRESS_TOKEN
     log_level = "debug"
     on_cancel: Callable[[], Awaitable[Any]] | None = None
+    stateless = False
+    may_become_task = False
+    protocol_version = ""
 
     def __init__(self) -> None:
         # No capabilities: handlers that ask for elicitation or sampling get ToolContext's
@@ -63,13 +66,16 @@ class RecordingLink:
     def log_enabled(self, level: str) -> bool:
         return True
 
+    def input_responses(self) -> dict[str, Any]:
+        return {}
+
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         if len(self.notifications) < MAX_NOTIFICATIONS:
             self.notifications.append({"method": method, "params": params})
         else:
             self.dropped += 1
 
-    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def request(self, method: str, params: dict[str, Any], key: str | None = None) -> dict[str, Any]:
         raise ClientRequestError(f"a test call has no MCP client to answer {method}")
 
     async def close_stream(self) -> None:

@@ -20,7 +20,11 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
-from mcp_platform.mcp.calls import RelayCallLink
+from audit.models import Outcome
+from mcp_platform.mcp.calls import InputRequired, InputRound, MissingClientCapability, RelayCallLink
+from mcp_platform.mcp.jsonrpc import JsonRpcError
+from mcp_platform.mcp.stateless import missing_capability
+from mcp_platform.mcp.versions import MODERN
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.context import ToolContext
@@ -28,7 +32,7 @@ from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import execute
 from tools_app.runs.models import ToolRun
 from tools_app.runs.selectors import task_view
-from tools_app.runs.services import finish_and_signal, run_set_active_status
+from tools_app.runs.services import finish_and_signal, run_park, run_set_active_status
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,7 @@ def link_for(run: ToolRun) -> RelayCallLink:
             await run.arefresh_from_db()
             await relay().task_status(address, task_view(run))
 
+    modern = run.protocol_version in MODERN
     return RelayCallLink(
         relay(),
         address,
@@ -80,6 +85,9 @@ def link_for(run: ToolRun) -> RelayCallLink:
         client_info={},
         log_level=run.log_level,
         request_timeout=settings.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS,
+        protocol_version=run.protocol_version,
+        # 2026-07-28: asking the client ends the run with input_required; the retry runs it again.
+        input_round=InputRound(run.input_responses) if modern else None,
     )
 
 
@@ -100,10 +108,20 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
     grace = settings.MCP_CANCEL_GRACE_SECONDS
     if work.done():
         cancelled.cancel()
-        result = work.result()
-        # A task whose tool reports an error has failed (2025-11-25); a plain call completes
-        # and its response carries isError.
-        failed = run.is_task and bool(result.get("isError"))
+        try:
+            result = work.result()
+        except InputRequired:
+            await _ask_client(run, link)
+            return
+        except MissingClientCapability as exc:
+            await _fail(run, missing_capability(exc.capability), Outcome.DENIED)
+            return
+        except JsonRpcError as exc:  # the handler ended the call with a protocol error
+            await _fail(run, exc, Outcome.FAILED)
+            return
+        # A legacy (2025-11-25) task whose tool reports an error has failed; a 2026-07-28
+        # task completes with a result that says isError, as a plain call does.
+        failed = run.is_task and run.protocol_version not in MODERN and bool(result.get("isError"))
         status = ToolRun.Status.FAILED if failed else ToolRun.Status.COMPLETED
         await finish_and_signal(
             run.id,
@@ -121,6 +139,26 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
     # Cancelled: the outcome is already recorded by whoever cancelled. The handler sees
     # ctx.cancelled; it gets the grace period to return, then it is interrupted.
     await _stop_or_kill(ctx, grace, reason="cancelled", work=work)
+
+
+async def _ask_client(run: ToolRun, link: RelayCallLink) -> None:
+    """The handler needs the client's input (2026-07-28). A task waits for it, holding no
+    worker: tasks/get shows the requests, tasks/update's answers queue the run again. A
+    plain call ends its round: the ASGI side turns this result into input_required."""
+    pending = link.input_round.pending if link.input_round is not None else {}
+    if run.is_task:
+        await sync_to_async(run_park)(run.id, pending)
+        return
+    result = {"resultType": "input_required", "inputRequests": pending, "content": []}
+    await finish_and_signal(
+        run.id, status=ToolRun.Status.COMPLETED, result=result, run=run, outcome=Outcome.INPUT_REQUIRED
+    )
+
+
+async def _fail(run: ToolRun, error: JsonRpcError, outcome: Outcome) -> None:
+    await finish_and_signal(
+        run.id, status=ToolRun.Status.FAILED, error=error.to_error(), message=error.message, run=run, outcome=outcome
+    )
 
 
 async def _stop_or_kill(

@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import socket
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,12 +29,15 @@ from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionLookup
+from mcp_platform.mcp.stateless import StatelessEngine
 from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.hub import StreamHub
+from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
 from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import StandaloneStream, StreamServices, catalog_round
-from mcp_platform.mcp.versions import MODERN_META_VERSION_KEY, SUPPORTED, allows_batches, is_modern
+from mcp_platform.mcp.transport.stateless_http import StatelessHttp
+from mcp_platform.mcp.versions import SUPPORTED, allows_batches, is_modern
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +74,13 @@ class HttpProblem(Exception):
 
 
 class StreamableHttp:
-    def __init__(self, engine: Engine, events: EventStore, redis: Redis, config: TransportConfig) -> None:
+    def __init__(
+        self, engine: Engine, stateless: StatelessEngine, events: EventStore, redis: Redis, config: TransportConfig
+    ) -> None:
         self.engine = engine
+        self.stateless = StatelessHttp(
+            stateless, events, keepalive_seconds=config.keepalive_seconds, register_listener=self._register_listener
+        )
         self.events = events
         self.redis = redis
         self.config = config
@@ -83,6 +92,11 @@ class StreamableHttp:
             keepalive_seconds=config.keepalive_seconds,
         )
         self._hub: StreamHub | None = None
+
+    async def _register_listener(self, stream: ListenStream) -> Callable[[], Awaitable[None]]:
+        hub = self.hub()
+        await hub.register(stream)
+        return functools.partial(hub.unregister, stream)
 
     def hub(self) -> StreamHub:
         if self._hub is None:
@@ -103,7 +117,7 @@ class StreamableHttp:
             identity = await self._authenticate(endpoint, headers)
             method = scope.get("method", "GET")
             if method == "POST":
-                await self._post(identity, headers, receive, responder, lookup)
+                await self._post(identity, headers, scope.get("headers", ()), receive, responder, lookup)
             elif method == "GET":
                 await self._get(identity, headers, receive, responder, lookup)
             elif method == "DELETE":
@@ -175,6 +189,7 @@ class StreamableHttp:
         self,
         identity: Identity,
         headers: dict[str, str],
+        raw_headers: Iterable[tuple[bytes, bytes]],
         receive: Receive,
         responder: Responder,
         lookup: SessionLookup | None,
@@ -191,9 +206,9 @@ class StreamableHttp:
             payload = jsonrpc.parse(body)
         except JsonRpcError as exc:
             raise HttpProblem(400, exc.code, exc.message) from None
-        header_version = headers.get(VERSION_HEADER)
-        if is_modern(header_version, payload):
-            self._reject_modern(header_version, payload)
+        if is_modern(headers.get(VERSION_HEADER), payload):
+            await self.stateless.post(identity, headers, raw_headers, payload, receive, responder)
+            return
         if isinstance(payload, list):
             await self._post_batch(identity, headers, payload, receive, responder, lookup)
             return
@@ -215,20 +230,6 @@ class StreamableHttp:
             await stream.finish(await self.engine.handle_request(session, identity, message, stream))
         finally:
             stream.stop()
-
-    def _reject_modern(self, header_version: str | None, payload: Any) -> None:
-        """2026-07-28 stateless requests are not served yet: answer as for an unsupported version,
-        naming the revisions we do speak, so SDK clients in auto mode fall back to initialize."""
-        requested = header_version
-        if requested is None and isinstance(payload, dict):
-            requested = (payload.get("params") or {}).get("_meta", {}).get(MODERN_META_VERSION_KEY)
-        raise HttpProblem(
-            400,
-            jsonrpc.UNSUPPORTED_PROTOCOL_VERSION,
-            f"Unsupported protocol version {requested!r}; this server speaks {', '.join(SUPPORTED)} "
-            "(initialize handshake)",
-            data={"supported": list(SUPPORTED), "requested": requested},
-        )
 
     async def _initialize(
         self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder

@@ -26,6 +26,7 @@ from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.sessions import Session, SessionStore
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.hub import StreamHub
+from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import RETRY_MS
 from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.versions import supports_priming
@@ -154,7 +155,7 @@ class StandaloneStream:
             await self.services.redis.expire(self._lock_key, 60)
 
 
-async def catalog_round(services: StreamServices, streams: list[StandaloneStream]) -> None:
+async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:
     """Handle one catalog change for a batch of this process's streams.
 
     Round trips do not grow with the number of streams: one shared generation check
@@ -162,9 +163,15 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
     for their remembered fingerprints, one for the new events and one to read them back.
     """
     host = services.host
-    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in streams))
+    listeners = [stream for stream in streams if isinstance(stream, ListenStream)]
+    if listeners:  # 2026-07-28 listen streams keep their fingerprint themselves: no batching needed
+        await asyncio.gather(*(listener.refresh() for listener in listeners))
+    sessions = [stream for stream in streams if isinstance(stream, StandaloneStream)]
+    if not sessions:
+        return
+    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in sessions))
     moved: list[tuple[StandaloneStream, str]] = []
-    for stream, identity in zip(streams, identities, strict=True):
+    for stream, identity in zip(sessions, identities, strict=True):
         if identity is None:
             stream.wake("revoked")
             continue

@@ -1,0 +1,343 @@
+"""MCP method handling for stateless requests (protocol revision 2026-07-28).
+
+Every request carries its own envelope (``_meta``: protocol version, client capabilities,
+client info, log level, progress token) and nothing is carried over between requests: no
+session, no negotiated state. The transport (``transport/stateless_http.py``) has checked
+the envelope and the routing headers; this module dispatches the method and shapes the
+result: ``resultType`` on every result, the server's identity in ``_meta``, caching hints
+on every list. Asking the client for input is multi-round (MRTR): a round that needs input
+answers ``input_required`` with a sealed ``requestState`` (``request_state.py``), and the
+client's retry runs the handler again with the answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp_platform.mcp import jsonrpc, loglevels
+from mcp_platform.mcp.calls import (
+    InputRequired,
+    InputRound,
+    MissingClientCapability,
+    Relayed,
+    StatelessCallLink,
+    Stream,
+)
+from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.request_state import RequestStateCodec
+from mcp_platform.mcp.versions import (
+    MODERN,
+    MODERN_META_CAPABILITIES_KEY,
+    MODERN_META_CLIENT_INFO_KEY,
+    MODERN_META_LOG_LEVEL_KEY,
+    SERVER_INFO_META_KEY,
+    TASKS_EXTENSION,
+)
+
+log = logging.getLogger(__name__)
+
+MISSING_CAPABILITY = -32021
+TASK_NOT_FOUND = "Task not found"
+# Results that are lists a client may cache (with ttlMs/cacheScope): per caller, so "private".
+CACHED_METHODS = frozenset(
+    {"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read"}
+)
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """What one request says about its client (its ``_meta``), checked by the transport."""
+
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    log_level: str
+    progress_token: str | int | None
+
+    @classmethod
+    def of(cls, meta: dict[str, Any], protocol_version: str) -> Envelope:
+        capabilities = meta.get(MODERN_META_CAPABILITIES_KEY)
+        client_info = meta.get(MODERN_META_CLIENT_INFO_KEY)
+        level = meta.get(MODERN_META_LOG_LEVEL_KEY)
+        if level is not None and not loglevels.is_level(level):
+            levels = ", ".join(loglevels.LOG_LEVELS)
+            raise JsonRpcError(
+                INVALID_PARAMS, f"Invalid log level {level!r}; expected one of {levels}", http_status=400
+            )
+        token = meta.get("progressToken")
+        return cls(
+            protocol_version=protocol_version,
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},
+            client_info=client_info if isinstance(client_info, dict) else {},
+            log_level=level if isinstance(level, str) else loglevels.OFF,
+            progress_token=token if jsonrpc.is_valid_id(token) else None,
+        )
+
+    def has_extension(self, name: str) -> bool:
+        extensions = self.client_capabilities.get("extensions")
+        return isinstance(extensions, dict) and name in extensions
+
+
+def missing_capability(capability: str) -> JsonRpcError:
+    """-32021 naming what the request must declare (a ClientCapabilities object)."""
+    required: dict[str, Any] = {"extensions": {capability: {}}} if capability.startswith("io.") else {capability: {}}
+    return JsonRpcError(
+        MISSING_CAPABILITY,
+        f"This request needs the client capability {capability!r}: declare it in _meta clientCapabilities",
+        data={"requiredCapabilities": required},
+        http_status=400,
+    )
+
+
+@dataclass(frozen=True)
+class StatelessConfig:
+    server_name: str
+    server_version: str
+    page_size: int
+    cancel_grace: float
+    # How long a client may keep a list (ttlMs); change notifications on listen streams
+    # invalidate it sooner.
+    cache_ttl_ms: int
+
+
+class ResponseStream(Stream, Protocol):
+    """A stateless request's response stream: a client that closes it cancels the request."""
+
+    def on_disconnect(self, callback: Callable[[], None]) -> None: ...
+
+
+Handler = Callable[[Identity, Message, Envelope, ResponseStream], Awaitable["dict[str, Any] | None"]]
+
+
+class StatelessEngine:
+    def __init__(
+        self,
+        *,
+        host: ToolHost[Any],
+        cursors: CursorCodec,
+        request_states: RequestStateCodec,
+        config: StatelessConfig,
+    ) -> None:
+        self.host = host
+        self.cursors = cursors
+        self.request_states = request_states
+        self.config = config
+        self.server_info = {"name": config.server_name, "version": config.server_version}
+        self._methods: dict[str, Handler] = {
+            "server/discover": self._discover,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "tasks/get": self._tasks_get,
+            "tasks/update": self._tasks_update,
+            "tasks/cancel": self._tasks_cancel,
+        }
+
+    def capabilities(self) -> dict[str, Any]:
+        return {
+            "tools": {"listChanged": True},
+            "logging": {},
+            "extensions": {TASKS_EXTENSION: {}},
+        }
+
+    def knows(self, method: str) -> bool:
+        return method in self._methods
+
+    async def handle(self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream) -> Any:
+        """The response message (with the HTTP status its error needs, in ``JsonRpcError``),
+        None when the call was cancelled, or Relayed when a worker wrote the response."""
+        handler = self._methods.get(message.method)
+        try:
+            if handler is None:
+                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}", http_status=404)
+            result = await handler(identity, message, envelope, stream)
+        except JsonRpcError as exc:
+            return exc
+        except MissingClientCapability as exc:
+            return missing_capability(exc.capability)
+        except Exception:
+            log.exception("internal error handling %s", message.method)
+            return JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
+        if result is None:
+            return None
+        return jsonrpc.result(message.id, self.complete(message.method, result))
+
+    def complete(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The result as the revision shapes it: resultType, serverInfo, caching hints."""
+        shaped = dict(result)
+        shaped.setdefault("resultType", "complete")
+        meta = dict(shaped.get("_meta") or {})
+        meta[SERVER_INFO_META_KEY] = self.server_info
+        shaped["_meta"] = meta
+        if method in CACHED_METHODS and shaped["resultType"] == "complete":
+            shaped["ttlMs"] = self.config.cache_ttl_ms
+            shaped["cacheScope"] = "private"  # every list depends on the tenant and the credential
+        return shaped
+
+    # --- methods -----------------------------------------------------------------------
+
+    async def _discover(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        return {"supportedVersions": list(MODERN), "capabilities": self.capabilities()}
+
+    def _offset(self, message: Message, scope: str) -> int:
+        cursor = message.params.get("cursor")
+        if cursor is None:
+            return 0
+        try:
+            return self.cursors.decode(cursor, scope=scope)
+        except (ValueError, TypeError):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+
+    async def _tools_list(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        scope = f"tools/list:{identity.subject}"
+        offset = self._offset(message, scope)
+        tools = await self.host.list_tools(identity)
+        end = offset + self.config.page_size
+        result: dict[str, Any] = {"tools": tools[offset:end]}
+        if end < len(tools):
+            result["nextCursor"] = self.cursors.encode(end, scope=scope)
+        return result
+
+    async def _tools_call(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any] | None:
+        params = message.params
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            raise JsonRpcError(INVALID_PARAMS, "tools/call needs params.name (a string)")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise JsonRpcError(INVALID_PARAMS, "params.arguments must be an object")
+        support = await self.host.task_support(identity, name)  # None: no such tool for this caller
+        tasks = envelope.has_extension(TASKS_EXTENSION)
+        if support == "required" and not tasks:
+            raise missing_capability(TASKS_EXTENSION)
+        answers = await self._answers(identity, message)
+        input_round = InputRound(answers)
+        link = StatelessCallLink(
+            stream,
+            request_id=message.id,
+            progress_token=envelope.progress_token,
+            client_capabilities=envelope.client_capabilities,
+            client_info=envelope.client_info,
+            log_level=envelope.log_level,
+            protocol_version=envelope.protocol_version,
+            input_round=input_round,
+            cancel_grace=self.config.cancel_grace,
+            # A legacy `task` param means nothing here: the server decides, for clients with tasks.
+            may_become_task=tasks and support in ("optional", "required"),
+        )
+        call = asyncio.ensure_future(self.host.call_tool(identity, name, arguments, link))
+        link.watch(call)
+        stream.on_disconnect(link.cancel)
+        try:
+            await asyncio.wait({call})
+        finally:
+            link.close()
+        if link.cancelled.is_set() and link.on_cancel is None:
+            return None
+        try:
+            result = call.result()
+        except InputRequired:
+            return self._input_required(identity, message, input_round.answers, input_round.pending)
+        if result is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        if isinstance(result, Relayed):
+            return self._relayed(identity, message, input_round.answers, result)
+        return result
+
+    def _relayed(
+        self, identity: Identity, message: Message, answers: dict[str, Any], relayed: Relayed
+    ) -> dict[str, Any] | None:
+        """A worker's answer (it ran the call): its result, or its error as this request's."""
+        if not relayed.final_event.data:
+            return None  # cancelled: no answer
+        response = jsonrpc.parse(relayed.final_event.data)
+        if "error" in response:
+            error = response["error"]
+            raise JsonRpcError(
+                error.get("code", jsonrpc.INTERNAL_ERROR), error.get("message", "Error"), data=error.get("data")
+            )
+        result: dict[str, Any] = response.get("result") or {}
+        if result.get("resultType") == "input_required":
+            # The worker ran the round; the state is sealed here, where the request is known.
+            return self._input_required(identity, message, answers, result.get("inputRequests") or {})
+        return result
+
+    # --- tasks (the io.modelcontextprotocol/tasks extension) --------------------------
+
+    @staticmethod
+    def _task_id(message: Message, envelope: Envelope) -> str:
+        if not envelope.has_extension(TASKS_EXTENSION):
+            raise missing_capability(TASKS_EXTENSION)
+        task_id = message.params.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise JsonRpcError(INVALID_PARAMS, "params.taskId (a string) is required")
+        return task_id
+
+    async def _tasks_get(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        task = await self.host.detailed_task(identity, self._task_id(message, envelope))
+        if task is None:
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        return task
+
+    async def _tasks_update(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        task_id = self._task_id(message, envelope)
+        responses = message.params.get("inputResponses")
+        if not isinstance(responses, dict):
+            raise JsonRpcError(INVALID_PARAMS, "params.inputResponses must be an object of answers by key")
+        if not await self.host.answer_task(identity, task_id, responses):
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        return {}  # an acknowledgement: what the task does next shows on tasks/get
+
+    async def _tasks_cancel(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        if not await self.host.stop_task(identity, self._task_id(message, envelope)):
+            raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
+        return {}  # the same acknowledgement for a task that had already ended
+
+    # --- multi-round requests ----------------------------------------------------------
+
+    async def _answers(self, identity: Identity, message: Message) -> dict[str, Any]:
+        """The client's answers so far: those sealed in requestState plus this retry's."""
+        params = message.params
+        responses = params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise JsonRpcError(INVALID_PARAMS, "params.inputResponses must be an object of answers by key")
+        answers: dict[str, Any] = {}
+        if "requestState" in params:
+            state = await self.request_states.open(
+                params["requestState"], subject=identity.subject, method=message.method, params=params
+            )
+            answers.update(state.answers)
+        answers.update(responses)
+        return answers
+
+    def _input_required(
+        self, identity: Identity, message: Message, answers: dict[str, Any], pending: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The round's answer: what the handler still needs, and the answers so far, sealed."""
+        known = {key: value for key, value in answers.items() if key not in pending}
+        return {
+            "resultType": "input_required",
+            "inputRequests": pending,
+            "requestState": self.request_states.seal(
+                subject=identity.subject, method=message.method, params=message.params, answers=known
+            ),
+        }

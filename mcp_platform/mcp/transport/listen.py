@@ -1,0 +1,125 @@
+"""``subscriptions/listen`` streams (2026-07-28): change notifications a client asked for.
+
+The stateless revision has no session and no standalone GET stream; a client that wants
+to hear of changes holds a listen request open. Its first message acknowledges the
+notifications the server will send (the subset it honours of those asked for); every
+notification carries the listen request's id as ``_meta`` subscriptionId. The process's
+stream hub wakes it on a catalog change exactly as it wakes legacy GET streams (the same
+change bus), and it tells its client only when what its caller sees really changed. There
+is nothing to resume: the fingerprint it compares with lives in this stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcp_platform.mcp import jsonrpc
+from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.transport import sse
+from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.versions import SUBSCRIPTION_ID_META_KEY
+
+# What this server can deliver on a listen stream, by the name the request uses.
+HONOURED = ("toolsListChanged",)
+
+
+class ListenStream:
+    def __init__(
+        self,
+        *,
+        host: ToolHost[Any],
+        identity: Identity,
+        subscription_id: jsonrpc.RequestId,
+        wanted: dict[str, Any],
+        responder: Responder,
+        keepalive_seconds: float,
+        server_meta: dict[str, Any],
+    ) -> None:
+        self._host = host
+        self.identity = identity
+        self.tenant_id = identity.tenant_id
+        # The hub finds streams by session id; a listen stream has none, so it names itself.
+        self.session_id = f"listen-{secrets.token_hex(8)}"
+        self.subscription_id = subscription_id
+        self.honoured = {name: True for name in HONOURED if wanted.get(name) is True}
+        self._responder = responder
+        self._keepalive = keepalive_seconds
+        self._server_meta = server_meta
+        self._wakeup = asyncio.Event()
+        self._reasons: set[str] = set()
+        self._send_lock = asyncio.Lock()
+        self.digest = ""
+
+    def wake(self, reason: str) -> None:
+        self._reasons.add(reason)
+        self._wakeup.set()
+
+    async def run(
+        self, receive: Receive, register: Callable[[ListenStream], Awaitable[Callable[[], Awaitable[None]]]]
+    ) -> None:
+        """Serve the stream until the client leaves; ``register`` joins the process's hub and
+        gives back the function that leaves it."""
+        await self._responder.start(200, list(sse.HEADERS))
+        await self.notify("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
+        unregister = await register(self)  # before the fingerprint: any later change wakes this stream
+        self.digest = await self._host.visible_digest(self.identity)
+        tasks = [
+            asyncio.ensure_future(c) for c in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await unregister()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            await self._responder.end()
+
+    async def notify(self, method: str, params: dict[str, Any]) -> None:
+        meta = dict(params.get("_meta") or {})
+        meta[SUBSCRIPTION_ID_META_KEY] = self.subscription_id
+        async with self._send_lock:
+            await self._responder.write(
+                sse.event(jsonrpc.dumps(jsonrpc.notification(method, {**params, "_meta": meta})))
+            )
+
+    async def refresh(self) -> None:
+        """A catalog change: tell the client if what its caller sees changed."""
+        host = self._host
+        identity = await host.revalidate(self.identity)
+        if identity is None:
+            self.wake("revoked")
+            return
+        self.identity = identity
+        if "toolsListChanged" not in self.honoured:
+            return
+        fresh = await host.visible_digest(identity)
+        if fresh != self.digest:
+            self.digest = fresh
+            await self.notify("notifications/tools/list_changed", {})
+
+    async def _serve(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            reasons, self._reasons = self._reasons, set()
+            if "revoked" in reasons or "ended" in reasons:
+                # The credential is gone, or the server is stopping: end the listen request.
+                final = {
+                    "resultType": "complete",
+                    "_meta": {**self._server_meta, SUBSCRIPTION_ID_META_KEY: self.subscription_id},
+                }
+                async with self._send_lock:
+                    await self._responder.write(sse.event(jsonrpc.dumps(jsonrpc.result(self.subscription_id, final))))
+                return
+
+    async def _beat(self) -> None:
+        while self._responder.open:
+            await asyncio.sleep(self._keepalive)
+            await self._responder.write(sse.KEEPALIVE)
