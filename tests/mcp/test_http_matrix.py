@@ -211,25 +211,37 @@ def test_tools_call_errors(alpha):
     assert failing["result"]["isError"] is True
 
 
-def test_modern_probe_is_answered_as_unsupported_version(http, server, live_world):
-    body = rpc(
-        "server/discover",
-        {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    )
+def _modern_probe(version: str) -> dict:
+    meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {}}
+    return rpc("server/discover", {"_meta": meta})
+
+
+def test_modern_probe_is_discovered(http, server, live_world):
     response = http.post(
         server.endpoint("live-alpha"),
-        json=body,
-        headers=headers(live_world.keys["alpha"], **{"MCP-Protocol-Version": "2026-07-28"}),
+        json=_modern_probe("2026-07-28"),
+        headers=headers(
+            live_world.keys["alpha"], **{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+        ),
+    )
+    assert response.status_code == 200
+    result = response.json()["result"]
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert result["resultType"] == "complete"
+
+
+def test_unknown_stateless_revision_is_answered_as_unsupported_version(http, server, live_world):
+    response = http.post(
+        server.endpoint("live-alpha"),
+        json=_modern_probe("2099-01-01"),
+        headers=headers(
+            live_world.keys["alpha"], **{"MCP-Protocol-Version": "2099-01-01", "Mcp-Method": "server/discover"}
+        ),
     )
     assert response.status_code == 400
     error = _error(response)
     assert error["code"] == -32022
-    assert error["data"] == {"supported": ["2025-11-25", "2025-06-18", "2025-03-26"], "requested": "2026-07-28"}
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2099-01-01"}
 
 
 def test_batches_only_for_2025_03_26(http, server, live_world, alpha):

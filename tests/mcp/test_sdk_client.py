@@ -1,4 +1,5 @@
-"""The official MCP Python SDK against a live Toolbay server."""
+"""The official MCP Python SDK in legacy mode (the initialize handshake, 2025-11-25) against a
+live Toolbay server; auto mode, which discovers 2026-07-28, is in test_sdk_modern.py."""
 
 from __future__ import annotations
 
@@ -99,16 +100,6 @@ def test_sampling_is_answered_by_the_client(server, live_world):
         ) as client:
             result = await client.call_tool("test_sampling", {"prompt": "Capital of France?"})
         assert result.content[0].text == "LLM response: Paris"
-
-    asyncio.run(scenario())
-
-
-def test_auto_mode_probe_falls_back_to_the_handshake(server, live_world):
-    async def scenario() -> None:
-        async with _client(server.endpoint("live-alpha"), live_world.keys["alpha"], "auto") as client:
-            assert client.session.protocol_version == "2025-11-25"
-            result = await client.call_tool("echo", {"text": "after fallback"})
-            assert result.content[0].text == "after fallback"
 
     asyncio.run(scenario())
 

@@ -116,6 +116,43 @@ def test_remote_refs_are_refused(ref: str) -> None:
 # --- output schemas -----------------------------------------------------------------
 
 
+def _with_header(prop: dict[str, Any], header: str = "Region") -> dict[str, Any]:
+    return {"type": "object", "properties": {"region": {**prop, "x-mcp-header": header}}}
+
+
+def test_x_mcp_header_on_a_scalar_is_accepted() -> None:
+    assert errors_for(input_schema=_with_header({"type": "string"})) == {}
+    nested = {"type": "object", "properties": {"where": _with_header({"type": "integer"}, "Zone")}}
+    assert errors_for(input_schema=nested) == {}
+
+
+@pytest.mark.parametrize(
+    ("prop", "header", "expected"),
+    [
+        ({"type": "array"}, "Region", '"type" string, integer or boolean'),
+        ({"type": "string", "x-sensitive": True}, "Region", "cannot be mirrored in a header"),
+        ({"type": "string", "writeOnly": True}, "Region", "cannot be mirrored in a header"),
+        ({"type": "string"}, "Bad Name", "letters, digits or dashes"),
+        ({"type": "string"}, "", "letters, digits or dashes"),
+    ],
+    ids=["array", "x-sensitive", "writeOnly", "space in name", "empty name"],
+)
+def test_x_mcp_header_a_client_could_not_mirror_is_refused(prop: dict[str, Any], header: str, expected: str) -> None:
+    message = only_error("input_schema", input_schema=_with_header(prop, header))
+    assert expected in message and "region" in message
+
+
+def test_x_mcp_header_names_are_unique_ignoring_case() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "x-mcp-header": "Region"},
+            "b": {"type": "string", "x-mcp-header": "region"},
+        },
+    }
+    assert "is used twice" in only_error("input_schema", input_schema=schema)
+
+
 def test_output_schema_is_optional() -> None:
     assert errors_for(output_schema=None) == {}
     assert errors_for(output_schema={"type": "object", "properties": {"sum": {"type": "number"}}}) == {}
