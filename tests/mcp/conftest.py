@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,6 +25,7 @@ from django.db import connection
 from django.utils import timezone
 
 from tenants.services import api_key_create, api_key_revoke, tenant_create
+from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern
 
@@ -99,17 +99,23 @@ def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = No
         stderr=subprocess.STDOUT,
     )
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server {name} exited:\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                return server
-        except httpx.TransportError:
-            time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"server {name} did not start:\n{log_path.read_text()}")
+        return httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200
+
+    try:
+        wait_for(
+            healthy,
+            timeout=30,
+            ignore=(httpx.TransportError,),
+            message=lambda: f"server {name} to answer /healthz; its log:\n{log_path.read_text()}",
+        )
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 _COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
@@ -299,15 +305,19 @@ def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
         stdout=log_path.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    worker = LiveWorker(name, process, log_path)
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"worker {name} exited:\n{log_path.read_text()}")
-        if b"ready." in log_path.read_bytes():
-            return LiveWorker(name, process, log_path)
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"worker {name} did not start:\n{log_path.read_text()}")
+        return b"ready." in log_path.read_bytes()
+
+    try:
+        wait_for(ready, timeout=60, message=lambda: f"worker {name} to log 'ready.'; its log:\n{log_path.read_text()}")
+    except BaseException:
+        process.kill()
+        raise
+    return worker
 
 
 @pytest.fixture(scope="session")
