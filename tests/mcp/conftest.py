@@ -46,6 +46,19 @@ def _database_url() -> str:
     return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """Ask every process to shut down at once, then wait for each (killed after ``grace``
+    seconds): their shutdowns overlap instead of adding up."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @dataclass
 class LiveServer:
     url: str
@@ -56,11 +69,7 @@ class LiveServer:
         return f"{self.url}/mcp/{tenant}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_together([self.process], grace=10)
 
 
 def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None) -> LiveServer:
@@ -249,8 +258,7 @@ def live_servers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory
     tmp = tmp_path_factory.mktemp("servers")
     servers = [start_server(tmp, "server-a"), start_server(tmp, "server-b")]
     yield servers
-    for server in servers:
-        server.stop()
+    stop_together([server.process for server in servers], grace=10)
 
 
 @dataclass
@@ -260,11 +268,7 @@ class LiveWorker:
     log_path: Path
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_together([self.process], grace=15)
 
 
 def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
@@ -329,8 +333,7 @@ def live_workers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory
         start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
     ]
     yield workers
-    for worker in workers:
-        worker.stop()
+    stop_together([worker.process for worker in workers], grace=15)
 
 
 @pytest.fixture
