@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,24 +77,26 @@ def parse_sse(lines: list[str]) -> list[SseEvent]:
 class Pending:
     """A request in flight on a thread, while the test watches the server act on it."""
 
-    def __init__(self, send: Any) -> None:
-        self._outcome: dict[str, Any] = {}
+    def __init__(self, send: Callable[[], httpx.Response]) -> None:
+        self._response: httpx.Response | None = None
+        self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(send,), daemon=True)
         self._thread.start()
 
-    def _run(self, send: Any) -> None:
+    def _run(self, send: Callable[[], httpx.Response]) -> None:
         try:
-            self._outcome["response"] = send()
+            self._response = send()
         except BaseException as exc:  # handed to the test by response()
-            self._outcome["error"] = exc
+            self._error = exc
 
     def response(self, timeout: float = 60) -> httpx.Response:
         """The HTTP response, once the server has finished it."""
         self._thread.join(timeout)
         assert not self._thread.is_alive(), f"no response within {timeout} s"
-        if "error" in self._outcome:
-            raise self._outcome["error"]
-        return self._outcome["response"]
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None
+        return self._response
 
 
 @dataclass
