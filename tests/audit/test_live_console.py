@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -30,6 +29,7 @@ from tenants.models import Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
 from tests.mcp.conftest import LiveServer, start_server
 from tests.mcp.wire import McpSession, parse_sse
+from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern
 
@@ -255,13 +255,6 @@ class _Stream:
         self.closed.wait(5)
 
 
-def _wait(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_metrics_count_calls_streams_and_list_changed(site: dict, django_db_blocker: Any) -> None:
     server: LiveServer = site["server"]
     with httpx.Client(timeout=30) as http:
@@ -277,17 +270,17 @@ def test_metrics_count_calls_streams_and_list_changed(site: dict, django_db_bloc
 
         stream = _Stream(session)
         try:
-            _wait(lambda: _metrics(server)[("toolbay_open_streams", ())] == 1)
+            wait_for(lambda: _metrics(server)[("toolbay_open_streams", ())] == 1, message="the stream to be held")
             before = _metrics(server).get(("toolbay_list_changed_sent_total", ()), 0)
             with django_db_blocker.unblock():
                 tool = Tool.objects.get(pk=site["tool"].pk)
                 tool.description = "v2"
                 tool.save()
-            _wait(lambda: stream.list_changed() >= 1)
+            wait_for(lambda: stream.list_changed() >= 1, message="list_changed on the stream")
             assert _metrics(server)[("toolbay_list_changed_sent_total", ())] == before + 1
         finally:
             stream.stop()
-        _wait(lambda: _metrics(server)[("toolbay_open_streams", ())] == 0)
+        wait_for(lambda: _metrics(server)[("toolbay_open_streams", ())] == 0, message="the stream to be released")
 
         ready = http.get(f"{server.url}/readyz")
         assert ready.status_code == 200 and ready.json()["checks"] == {"database": "ok", "redis": "ok"}
@@ -307,7 +300,6 @@ def test_json_logs_carry_the_request_id(site: dict) -> None:
                 continue
         return [entry for entry in entries if entry.get("request_id") == "live-trace-1"]
 
-    _wait(lambda: bool(logged()), timeout=5)
-    entry = logged()[0]
+    entry = wait_for(logged, message="the request's line in the server's JSON log")[0]
     assert entry["level"] == "WARNING" and entry["logger"] == "django.request"
     assert entry["message"] == "Not Found: /console/no-such-page/"

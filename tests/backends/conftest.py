@@ -103,7 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
             # A careless API that puts the credential it got into its error message.
             self._send(401, f"bad credential: {record.headers.get('authorization', '')}".encode(), "text/plain")
         elif path == "/slow":
-            time.sleep(float(query.get("seconds", ["2"])[0]))
+            time.sleep(float(query.get("seconds", ["2"])[0]))  # a slow API, for timeouts (behaviour under test)
             self._json(200, {"slept": True})
         elif path == "/big":
             size = int(query.get("bytes", ["100000"])[0])

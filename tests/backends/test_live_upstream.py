@@ -20,9 +20,12 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, ToolListChangedNotification
 
+from mcp_platform.mcp import names
+from mcp_platform.redis_clients import sync_redis
 from tenants.services import api_key_create, tenant_create
 from tests.backends.upstream_server import SdkUpstream
 from tests.mcp.conftest import ROOT, LiveServer, _database_url, start_server
+from tests.poll import wait_for, wait_for_async
 from tools_app.backends.upstream.federation import upstream_refresh
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import secret_set
@@ -93,8 +96,16 @@ async def _all_tools(client: Client) -> dict[str, Any]:
             return tools
 
 
-def _client(world: World, **callbacks: Any) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {world.key}"}, timeout=30)
+def _client(world: World, session_ids: list[str] | None = None, **callbacks: Any) -> Client:
+    """An SDK client of the Toolbay server; the MCP session ids it is given go to ``session_ids``."""
+
+    async def remember_session(response: httpx2.Response) -> None:
+        if session_ids is not None and (session_id := response.headers.get("mcp-session-id")):
+            session_ids.append(session_id)
+
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {world.key}"}, timeout=30, event_hooks={"response": [remember_session]}
+    )
     return Client(streamable_http_client(world.server.endpoint(TENANT), http_client=http), mode="legacy", **callbacks)
 
 
@@ -169,23 +180,17 @@ def _start_listener(world: World) -> subprocess.Popen[bytes]:
     return process
 
 
-def _wait(predicate: Any, timeout: float, what: str, log: Path | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    detail = log.read_text() if log and log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{detail}")
-
-
 @pytest.fixture
 def listener(refreshed: World) -> Iterator[Path]:
     process = _start_listener(refreshed)
     log = refreshed.tmp / "listener.log"
     try:
         # The listener lists the tools on its session and then opens the standing GET stream.
-        _wait(lambda: "GET" in refreshed.upstream.methods, 20, "the listener's GET stream", log)
+        wait_for(
+            lambda: "GET" in refreshed.upstream.methods,
+            timeout=20,
+            message=lambda: f"the listener's GET stream; its log:\n{log.read_text() if log.exists() else ''}",
+        )
         yield log
     finally:
         process.terminate()
@@ -202,9 +207,12 @@ def test_upstream_list_changed_triggers_a_refresh_that_clients_see(refreshed, li
             world.upstream.add_tool("fresh", "A tool the upstream added while Toolbay was running.")
             announced = time.monotonic()
             assert world.upstream.announce() >= 1
-            while "up.fresh" not in (after := set(await _all_tools(client))):
-                assert time.monotonic() - announced < 20, "the new tool never appeared"
-                await asyncio.sleep(0.05)
+
+            async def listed_with_fresh() -> set[str] | None:
+                tools = set(await _all_tools(client))
+                return tools if "up.fresh" in tools else None
+
+            after = await wait_for_async(listed_with_fresh, timeout=20, message="up.fresh in tools/list")
             seen_after = time.monotonic() - announced
             assert after == before | {"up.fresh"}
             fresh = await client.call_tool("up.fresh", {"text": "hello"})
@@ -222,14 +230,18 @@ def test_upstream_list_changed_reaches_connected_clients_as_list_changed(refresh
 
     async def scenario() -> None:
         changed = asyncio.Event()
+        session_ids: list[str] = []
 
         async def on_message(message: Any) -> None:
             if isinstance(message, ToolListChangedNotification):
                 changed.set()
 
-        async with _client(world, message_handler=on_message) as client:
+        async with _client(world, session_ids, message_handler=on_message) as client:
             await _all_tools(client)
-            await asyncio.sleep(0.5)  # the client's GET stream is open
+            # The SDK opens its GET stream after initialization; it hears of changes once the
+            # server has registered it (and stored the session's visible-tools fingerprint).
+            digest = names.session_digest_key(session_ids[0])
+            await wait_for_async(lambda: sync_redis().exists(digest), message="the client's GET stream")
             world.upstream.add_tool("newer", "Another tool the upstream added.")
             announced = time.monotonic()
             assert world.upstream.announce() >= 1

@@ -4,7 +4,6 @@ SDK's server running on loopback."""
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -13,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 from tests.backends.conftest import call, text_of
 from tests.backends.upstream_server import SdkUpstream
+from tests.poll import wait_for
 from tools_app.backends.upstream.client import UpstreamSession
 from tools_app.backends.upstream.federation import (
     UpstreamRefreshError,
@@ -163,9 +163,7 @@ def test_a_timed_out_call_is_cancelled_upstream(register, upstream):
     assert outcome.is_error
     assert "timed out after 0.5 seconds" in text_of(outcome)
     # Toolbay sent notifications/cancelled; the upstream stopped the work.
-    deadline = time.monotonic() + 3
-    while upstream.mcp.cancelled_naps == 0 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: upstream.mcp.cancelled_naps, message="the upstream to cancel its nap")
     assert upstream.mcp.cancelled_naps == 1
 
 

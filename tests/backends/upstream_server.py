@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Coroutine
 from typing import Any
 
@@ -22,6 +21,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
+
+from tests.poll import wait_for
 
 
 def free_port() -> int:
@@ -55,7 +56,7 @@ def build_server() -> RecordingServer:
         for step in range(1, n + 1):
             await ctx.report_progress(step, n, f"step {step} of {n}")
             await ctx.info(f"reached {step}")
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0.01)  # simulated work between steps (behaviour under test)
         return f"counted to {n}"
 
     @server.tool(
@@ -77,7 +78,7 @@ def build_server() -> RecordingServer:
     @server.tool(description="Sleeps, for timeouts and cancellation.")
     async def nap(seconds: float) -> str:
         try:
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(seconds)  # simulated slow work, to time out or cancel (behaviour under test)
         except asyncio.CancelledError:
             server.cancelled_naps += 1
             raise
@@ -138,11 +139,13 @@ class SdkUpstream:
 
     def start(self) -> SdkUpstream:
         self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the upstream test server did not start")
-            time.sleep(0.02)
+
+        def started() -> bool:
+            if not self.thread.is_alive():
+                raise RuntimeError("the upstream test server's thread ended")
+            return bool(self.server.started)
+
+        wait_for(started, timeout=20, interval=0.02, message="the upstream test server to start")
         return self
 
     def stop(self) -> None:

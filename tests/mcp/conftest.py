@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,6 +25,7 @@ from django.db import connection
 from django.utils import timezone
 
 from tenants.services import api_key_create, api_key_revoke, tenant_create
+from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern
 
@@ -46,6 +46,19 @@ def _database_url() -> str:
     return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """Ask every process to shut down at once, then wait for each (killed after ``grace``
+    seconds): their shutdowns overlap instead of adding up."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @dataclass
 class LiveServer:
     url: str
@@ -56,11 +69,7 @@ class LiveServer:
         return f"{self.url}/mcp/{tenant}"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_together([self.process], grace=10)
 
 
 def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None) -> LiveServer:
@@ -99,17 +108,23 @@ def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = No
         stderr=subprocess.STDOUT,
     )
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def healthy() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server {name} exited:\n{log_path.read_text()}")
-        try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
-                return server
-        except httpx.TransportError:
-            time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"server {name} did not start:\n{log_path.read_text()}")
+        return httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200
+
+    try:
+        wait_for(
+            healthy,
+            timeout=30,
+            ignore=(httpx.TransportError,),
+            message=lambda: f"server {name} to answer /healthz; its log:\n{log_path.read_text()}",
+        )
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 _COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
@@ -287,8 +302,7 @@ def live_servers(
     tmp = tmp_path_factory.mktemp("servers")
     servers = [start_server(tmp, "server-a"), start_server(tmp, "server-b")]
     yield servers
-    for server in servers:
-        server.stop()
+    stop_together([server.process for server in servers], grace=10)
 
 
 @dataclass
@@ -298,11 +312,7 @@ class LiveWorker:
     log_path: Path
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        stop_together([self.process], grace=15)
 
 
 def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
@@ -343,15 +353,19 @@ def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
         stdout=log_path.open("wb"),
         stderr=subprocess.STDOUT,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    worker = LiveWorker(name, process, log_path)
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"worker {name} exited:\n{log_path.read_text()}")
-        if b"ready." in log_path.read_bytes():
-            return LiveWorker(name, process, log_path)
-        time.sleep(0.2)
-    process.kill()
-    raise RuntimeError(f"worker {name} did not start:\n{log_path.read_text()}")
+        return b"ready." in log_path.read_bytes()
+
+    try:
+        wait_for(ready, timeout=60, message=lambda: f"worker {name} to log 'ready.'; its log:\n{log_path.read_text()}")
+    except BaseException:
+        process.kill()
+        raise
+    return worker
 
 
 @pytest.fixture(scope="session")
@@ -363,8 +377,7 @@ def live_workers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory
         start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
     ]
     yield workers
-    for worker in workers:
-        worker.stop()
+    stop_together([worker.process for worker in workers], grace=15)
 
 
 @pytest.fixture

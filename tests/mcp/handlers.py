@@ -15,7 +15,7 @@ from tools_app.backends.python.registry import tool_handler
 @tool_handler("testing.stubborn")
 def stubborn(ctx: Any, arguments: dict[str, Any]) -> str:
     """Blocking code that ignores cancellation: only killing its process stops it."""
-    time.sleep(arguments.get("seconds", 30))
+    time.sleep(arguments.get("seconds", 30))  # blocking work (behaviour under test): not a wait
     return "stubborn finished"
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +18,10 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
+from mcp_platform.mcp import names
+from mcp_platform.redis_clients import sync_redis
 from tests.mcp.wire import McpSession, note, parse_sse, rpc
+from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
 
 pytestmark = pytest.mark.live
@@ -40,18 +42,29 @@ def _messages(response: httpx.Response) -> list[dict[str, Any]]:
     return [e.message for e in parse_sse(response.text.split("\n")) if e.data]
 
 
-def _wait_for(predicate: Any, timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def _run_for(request_id: Any, session: McpSession) -> ToolRun:
-    return _wait_for(lambda: ToolRun.objects.filter(session_id=session.session_id, request_id=request_id).first())
+    return wait_for(
+        lambda: ToolRun.objects.filter(session_id=session.session_id, request_id=request_id).first(),
+        message=f"the run of request {request_id!r}",
+    )
+
+
+def _running(request_id: Any, session: McpSession) -> ToolRun:
+    """The call's run, once its handler runs on a worker: the worker has registered the
+    run's channel in Redis (where cancellations go)."""
+    run = _run_for(request_id, session)
+    wait_for(
+        lambda: sync_redis().exists(names.run_channel_key(run.id)),
+        timeout=30,
+        message=f"a worker to run request {request_id!r}",
+    )
+    run.refresh_from_db()
+    return run
+
+
+def _cancel(endpoint: str, session: McpSession, request_id: Any) -> None:
+    cancel = note("notifications/cancelled", {"requestId": request_id})
+    assert httpx.post(endpoint, json=cancel, headers=session.headers()).status_code == 202
 
 
 def test_sdk_client_gets_background_progress_in_order(server, live_world, live_workers):
@@ -93,37 +106,29 @@ def test_same_result_shape_as_inline(alpha):
     assert background["result"] == inline["result"] == {"content": [{"type": "text", "text": "same"}]}
 
 
-def _cancel_after(delay: float, endpoint: str, session: McpSession, request_id: Any) -> threading.Thread:
-    def cancel() -> None:
-        time.sleep(delay)
-        httpx.post(endpoint, json=note("notifications/cancelled", {"requestId": request_id}), headers=session.headers())
-
-    thread = threading.Thread(target=cancel)
-    thread.start()
-    return thread
-
-
 def test_cancellation_stops_a_background_call(orm, alpha, other_server):
     started = time.monotonic()
-    thread = _cancel_after(1.0, other_server.endpoint("live-alpha"), alpha, 501)
-    response = alpha.post(
+    pending = alpha.post_in_thread(
         rpc("tools/call", {"name": "slow_count", "arguments": {"count": 200}, "_meta": {"progressToken": 1}}, id=501)
     )
-    thread.join()
+    run = _running(501, alpha)
+    _cancel(other_server.endpoint("live-alpha"), alpha, 501)
+    response = pending.response()
     assert time.monotonic() - started < 6  # 200 steps would take 20 s
     assert all("method" in m for m in _messages(response)), "no response for a cancelled request"
-    run = _run_for(501, alpha)
+    run.refresh_from_db()
     assert run.status == ToolRun.Status.CANCELLED
 
 
 def test_handler_ignoring_cancellation_gets_its_process_killed(orm, alpha, other_server):
-    thread = _cancel_after(1.5, other_server.endpoint("live-alpha"), alpha, 502)
-    alpha.post(rpc("tools/call", {"name": "bg_stubborn", "arguments": {"seconds": 30}}, id=502))
-    thread.join()
-    run = _run_for(502, alpha)
+    pending = alpha.post_in_thread(rpc("tools/call", {"name": "bg_stubborn", "arguments": {"seconds": 30}}, id=502))
+    run = _running(502, alpha)
+    _cancel(other_server.endpoint("live-alpha"), alpha, 502)
+    pending.response()
+    run.refresh_from_db()
     assert run.status == ToolRun.Status.CANCELLED
     pid = run.worker_pid
-    _wait_for(lambda: not _alive(pid), timeout=10)
+    wait_for(lambda: not _alive(pid), message=f"the worker process {pid} to be killed")
     # The pool replaced the process; calls keep working.
     assert (
         alpha.request("tools/call", {"name": "bg_echo", "arguments": {"text": "after"}})["result"]["content"][0]["text"]
@@ -151,27 +156,16 @@ def test_handler_blocking_past_its_timeout_gets_its_process_killed(orm, alpha):
     assert "timed out after 1 seconds" in answer["result"]["content"][0]["text"]
     run = ToolRun.objects.filter(session_id=alpha.session_id, tool_name="bg_stubborn_timeout").get()
     assert run.status == ToolRun.Status.COMPLETED  # the call ended (with its timeout error); nothing hangs
-    _wait_for(lambda: not _alive(run.worker_pid), timeout=10)
+    wait_for(lambda: not _alive(run.worker_pid), message=f"the worker process {run.worker_pid} to be killed")
 
 
 def _kill_mid_call(alpha: McpSession, tool: str, request_id: int) -> tuple[dict[str, Any], ToolRun]:
-    result: dict[str, Any] = {}
-
-    def call() -> None:
-        result["response"] = alpha.post(rpc("tools/call", {"name": tool, "arguments": {"count": 15}}, id=request_id))
-
-    caller = threading.Thread(target=call)
-    caller.start()
-    run = _wait_for(
-        lambda: ToolRun.objects.filter(
-            session_id=alpha.session_id, request_id=request_id, worker_pid__isnull=False
-        ).first()
-    )
-    time.sleep(0.5)
+    pending = alpha.post_in_thread(rpc("tools/call", {"name": tool, "arguments": {"count": 15}}, id=request_id))
+    run = _running(request_id, alpha)  # its handler is counting (15 steps of 0.1 s)
     os.kill(run.worker_pid, signal.SIGKILL)
-    caller.join(60)
+    response = pending.response()
     run.refresh_from_db()
-    messages = _messages(result["response"])
+    messages = _messages(response)
     assert messages and "method" not in messages[-1], f"no response in {messages} ({run.status}, {run.status_message})"
     return messages[-1], run
 
@@ -206,19 +200,23 @@ def test_transient_failures_are_retried_only_for_idempotent_tools(alpha, tool, f
         assert answer["result"]["content"][0]["text"] == expected
 
 
-def test_long_calls_do_not_starve_short_ones(http, alpha):
+def test_long_calls_do_not_starve_short_ones(orm, http, alpha):
     # Two long calls (slow_count: timeout 120 s, "toolbay.long") occupy worker-b; a short
     # background call is served by worker-a meanwhile.
-    def long_call(i: int) -> None:
-        alpha.post(rpc("tools/call", {"name": "slow_count", "arguments": {"count": 30}}, id=f"long-{i}"))
-
-    callers = [threading.Thread(target=long_call, args=(i,)) for i in range(2)]
-    for caller in callers:
-        caller.start()
-    time.sleep(0.5)
+    pending = [
+        alpha.post_in_thread(rpc("tools/call", {"name": "slow_count", "arguments": {"count": 30}}, id=f"long-{i}"))
+        for i in range(2)
+    ]
+    runs = [_run_for(f"long-{i}", alpha) for i in range(2)]  # both queued (worker-b runs one at a time)
+    wait_for(
+        lambda: any(sync_redis().exists(names.run_channel_key(run.id)) for run in runs),
+        timeout=30,
+        message="worker-b to run one of the long calls",
+    )
     started = time.monotonic()
     answer = alpha.request("tools/call", {"name": "bg_echo", "arguments": {"text": "quick"}})
     assert answer["result"]["content"][0]["text"] == "quick"
     assert time.monotonic() - started < 2.5
-    for caller in callers:
-        caller.join(60)
+    for i, call in enumerate(pending):  # done with them: cancelled, not waited for
+        _cancel(alpha.endpoint, alpha, f"long-{i}")
+        call.response()

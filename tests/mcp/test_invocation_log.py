@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,9 +10,13 @@ import httpx
 import pytest
 
 from audit.models import Invocation
+from mcp_platform.mcp import names
+from mcp_platform.mcp.calls import request_key
+from mcp_platform.redis_clients import sync_redis
 from tenants.models import Tenant
 from tenants.services import api_key_create
 from tests.mcp.wire import McpSession, headers, note, rpc
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -29,14 +32,12 @@ def alpha(http, server, live_world, live_workers) -> McpSession:
     return McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
 
 
-def _row(session: McpSession, tool: str, timeout: float = 10.0, **filters: Any) -> Invocation:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        row = Invocation.objects.filter(session_id=session.session_id, tool_name=tool, **filters).first()
-        if row is not None:
-            return row
-        time.sleep(0.1)
-    raise AssertionError(f"no invocation row for {tool} {filters}")
+def _row(session: McpSession, tool: str, **filters: Any) -> Invocation:
+    """The call's row, once the server's recorder has flushed it (every 0.5 s)."""
+    return wait_for(
+        lambda: Invocation.objects.filter(session_id=session.session_id, tool_name=tool, **filters).first(),
+        message=f"the invocation row of {tool} {filters}",
+    )
 
 
 def _call(session: McpSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -86,36 +87,30 @@ def test_denied_calls_are_recorded_and_rate_limited(orm, http, alpha, server, li
     session = McpSession.open(http, server.endpoint("live-alpha"), key)
     for _ in range(40):
         _call(session, "no_such_tool_here", {})
-    deadline = time.monotonic() + 5
+    # A call recorded after the 40: the recorder writes its rows in order, so once this
+    # one is in the database, every row the denied calls left is too.
+    _call(session, "echo", {"text": "after the denied calls"})
+    _row(session, "echo")
     rows = Invocation.objects.filter(session_id=session.session_id, tool_name="no_such_tool_here")
-    while rows.count() < 30 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.6)  # one more flush interval: nothing beyond the allowance arrives
     assert rows.count() == 30 and {r.outcome for r in rows} == {"denied"}
 
     refused = http.post(server.endpoint("live-alpha"), json=rpc("ping"), headers=headers(live_world.keys["revoked"]))
     assert refused.status_code == 401
-    deadline = time.monotonic() + 5
-    while not Invocation.objects.filter(tenant__slug="live-alpha", key_label="(refused credential)").exists():
-        assert time.monotonic() < deadline, "a refused credential is recorded"
-        time.sleep(0.1)
+    wait_for(
+        Invocation.objects.filter(tenant__slug="live-alpha", key_label="(refused credential)").exists,
+        message="the refused credential's invocation row",
+    )
 
 
-def test_cancelled_calls_are_recorded(orm, alpha, other_server):
-    def cancel() -> None:
-        time.sleep(0.8)
-        httpx.post(
-            other_server.endpoint("live-alpha"),
-            json=note("notifications/cancelled", {"requestId": 77}),
-            headers=alpha.headers(),
-        )
-
-    for tool, request_id in (("countdown", 77),):
-        thread = threading.Thread(target=cancel)
-        thread.start()
-        alpha.post(rpc("tools/call", {"name": tool, "arguments": {"n": 30}}, id=request_id))
-        thread.join()
-        assert _row(alpha, tool).outcome == "cancelled"
+def test_cancelled_calls_are_recorded(orm, http, alpha, other_server):
+    pending = alpha.post_in_thread(rpc("tools/call", {"name": "countdown", "arguments": {"n": 30}}, id=77))
+    # The running call registers itself for cancellations (after 50 ms); cancel it then.
+    inflight = names.inflight_key(alpha.session_id, request_key(77))
+    wait_for(lambda: sync_redis().exists(inflight), message="the countdown to be running")
+    cancel = note("notifications/cancelled", {"requestId": 77})
+    assert http.post(other_server.endpoint("live-alpha"), json=cancel, headers=alpha.headers()).status_code == 202
+    pending.response()
+    assert _row(alpha, "countdown").outcome == "cancelled"
 
 
 def test_tasks_are_recorded_with_their_run(orm, alpha):

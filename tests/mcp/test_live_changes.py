@@ -7,7 +7,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import httpx2
@@ -18,9 +18,12 @@ from django.test import Client as DjangoClient
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp_platform.mcp import names
+from mcp_platform.redis_clients import sync_redis
 from tenants.models import Membership
 from tenants.services import api_key_create, api_key_revoke, membership_set, tenant_create
 from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
+from tests.poll import wait_for, wait_for_async
 from tests.tools_app.test_admin_tools import tool_data
 from tools_app.catalog.models import AccessRule, Tool
 
@@ -29,9 +32,18 @@ LIST_CHANGED = "notifications/tools/list_changed"
 
 
 class Watcher:
-    """A client's standalone GET stream, read in a thread."""
+    """A client's standalone GET stream, read in a thread.
+
+    A new stream is ready once the server has registered it for catalog changes: it then
+    records the visible-tools fingerprint the session was told about (its digest key). A
+    change made before that would reach no stream, and on a first connection there is no
+    earlier fingerprint to compare with, so the session would never hear of it.
+    """
+
+    opened_by_test: ClassVar[list[Watcher]] = []
 
     def __init__(self, session: McpSession, **headers: str) -> None:
+        self.opened_by_test.append(self)
         self.session = session
         self.events: list[SseEvent] = []
         self.closed = threading.Event()
@@ -40,6 +52,12 @@ class Watcher:
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
         assert self.opened.wait(10), "GET stream did not open"
+        if "Last-Event-ID" not in headers:
+            digest = names.session_digest_key(session.session_id)
+            wait_for(
+                lambda: sync_redis().exists(digest),
+                message=lambda: f"the server to register the GET stream (HTTP {getattr(self, 'status', None)})",
+            )
 
     def _read(self) -> None:
         lines: list[str] = []
@@ -59,19 +77,35 @@ class Watcher:
             self.opened.set()
             self.closed.set()
 
-    def stop(self) -> None:
-        """The client drops the stream (the session lives on)."""
+    def close(self) -> None:
+        """The client drops the stream (the session lives on); the reading thread ends at
+        the next line the server sends (keep-alive comments come every second)."""
         self._client.close()
+
+    def stop(self) -> None:
+        """close(), and wait until the stream has ended."""
+        self.close()
         assert self.closed.wait(5)
 
     def changes(self) -> int:
         return sum(1 for e in self.events if e.message and e.message.get("method") == LIST_CHANGED)
 
-    def wait_changes(self, count: int, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.changes() < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert self.changes() >= count, f"expected {count} list_changed, got {self.changes()}"
+    def wait_changes(self, count: int) -> None:
+        wait_for(
+            lambda: self.changes() >= count,
+            message=lambda: f"{count} list_changed on the stream (got {self.changes()})",
+        )
+
+
+@pytest.fixture(autouse=True)
+def _close_watchers() -> Iterator[None]:
+    """Streams end with their test: a stream left open would hold its server up at shutdown."""
+    yield
+    watchers, Watcher.opened_by_test[:] = list(Watcher.opened_by_test), []
+    for watcher in watchers:
+        watcher.close()
+    for watcher in watchers:
+        assert watcher.closed.wait(5)
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +149,17 @@ def _session(http: httpx.Client, server: Any, slug: str, key: str) -> McpSession
     return McpSession.open(http, server.endpoint(slug), key)
 
 
+def _all_tools(session: McpSession) -> dict[str, dict[str, Any]]:
+    """tools/list, every page (the live servers page by 3), by name."""
+    tools: dict[str, dict[str, Any]] = {}
+    cursor = None
+    while True:
+        page = session.request("tools/list", {"cursor": cursor} if cursor else {})["result"]
+        tools.update((tool["name"], tool) for tool in page["tools"])
+        if not (cursor := page.get("nextCursor")):
+            return tools
+
+
 def _edit(name: str, description: str) -> None:
     tool = Tool.objects.get(name=name, tenant__slug="live-gamma")
     tool.description = description
@@ -149,7 +194,7 @@ def test_admin_edit_reaches_sessions_on_both_processes_and_no_other_tenant(
     assert response.status_code == 302, response.content[:2000]
     on_a.wait_changes(1)
     on_b.wait_changes(1)
-    time.sleep(0.5)
+    time.sleep(0.5)  # proving a negative: no stray or repeated notification arrives meanwhile
     assert other_tenant.changes() == 0
     assert on_a.changes() == on_b.changes() == 1
     for session in (on_a.session, on_b.session):
@@ -170,7 +215,7 @@ def test_sessions_whose_view_did_not_change_hear_nothing(orm, http, server, gamm
     plain = Watcher(_session(http, server, "live-gamma", gamma["keys"]["plain"]))
     _edit("gamma_team", "only team keys see this")
     team.wait_changes(1)
-    time.sleep(0.7)
+    time.sleep(0.7)  # proving a negative: nothing reaches the session whose tools did not change
     assert plain.changes() == 0
 
 
@@ -179,7 +224,7 @@ def test_rolled_back_change_sends_nothing(orm, http, server, gamma):
     with pytest.raises(RuntimeError), transaction.atomic():
         _edit("gamma_open", "never committed")
         raise RuntimeError("roll back")
-    time.sleep(1.0)
+    time.sleep(1.0)  # proving a negative: nothing is announced for a change never committed
     assert watcher.changes() == 0
 
 
@@ -198,17 +243,10 @@ def test_bulk_change_of_200_tools_is_one_notification_per_session(orm, http, ser
             tool.save()
     for watcher in watchers:
         watcher.wait_changes(1)
-    time.sleep(1.0)
+    time.sleep(1.0)  # proving a negative: the other 199 changes announce nothing more
     assert [w.changes() for w in watchers] == [1, 1]
-    listed = watchers[0].session
-    names = []
-    cursor = None
-    while True:
-        page = listed.request("tools/list", {"cursor": cursor} if cursor else {})["result"]
-        names += [t["name"] for t in page["tools"]]
-        if not (cursor := page.get("nextCursor")):
-            break
-    assert sum(1 for n in names if n.startswith("gamma_bulk_")) == 200
+    listed = _all_tools(watchers[0].session)
+    assert sum(1 for name in listed if name.startswith("gamma_bulk_")) == 200
     Tool.objects.filter(name__startswith="gamma_bulk_").delete()
 
 
@@ -235,22 +273,29 @@ def test_deactivating_a_tenant_closes_its_sessions(orm, http, server, other_serv
 def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, other_server, gamma):
     session = _session(http, server, "live-gamma", gamma["keys"]["plain"])
     first = Watcher(session)
-    time.sleep(0.2)
-    last_seen = first.events[-1].id
+    last_seen = wait_for(lambda: first.events, message="the stream's priming event")[-1].id
     first.stop()
-    time.sleep(0.3)  # the server notices the client left and releases the stream
-    _edit("gamma_open", "changed while the client was offline")
-    time.sleep(0.5)
+    lock = names.standalone_lock_key(session.session_id)
+    wait_for(lambda: not sync_redis().exists(lock), message="the server to notice the client left")
+    offline = "changed while the client was offline"
+    _edit("gamma_open", offline)
+    # The process the client comes back to knows of the change before it does.
+    observer = _session(http, other_server, "live-gamma", gamma["keys"]["plain"])
+    wait_for(
+        lambda: _all_tools(observer)["gamma_open"]["description"] == offline,
+        message="the other process to list the changed tool",
+    )
     session.endpoint = other_server.endpoint("live-gamma")
     resumed = Watcher(session, **{"Last-Event-ID": last_seen})
     resumed.wait_changes(1)
-    time.sleep(0.5)
+    time.sleep(0.5)  # proving a negative: the change is announced once, not twice
     assert resumed.changes() == 1
     assert resumed.events[0].id.startswith("get.") and resumed.events[0].id != last_seen
 
 
 def test_sdk_client_list_changed_handler(orm, server, gamma):
     seen = asyncio.Event()
+    session_ids: list[str] = []
 
     async def scenario() -> None:
         async def on_message(message: Any) -> None:
@@ -258,14 +303,25 @@ def test_sdk_client_list_changed_handler(orm, server, gamma):
             if getattr(root, "method", None) == LIST_CHANGED:
                 seen.set()
 
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {gamma['keys']['plain']}"}, timeout=30)
+        async def remember_session(response: httpx2.Response) -> None:
+            if session_id := response.headers.get("mcp-session-id"):
+                session_ids.append(session_id)
+
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {gamma['keys']['plain']}"},
+            timeout=30,
+            event_hooks={"response": [remember_session]},
+        )
         async with Client(
             streamable_http_client(server.endpoint("live-gamma"), http_client=http),
             mode="legacy",
             message_handler=on_message,
         ) as client:
             await client.list_tools()
-            await asyncio.sleep(0.5)  # the SDK opens its GET stream after initialization
+            # The SDK opens its GET stream after initialization; wait until the server has
+            # registered it for changes (see Watcher).
+            digest = names.session_digest_key(session_ids[0])
+            await wait_for_async(lambda: sync_redis().exists(digest), message="the SDK's GET stream")
             await asyncio.to_thread(_edit_in_thread, "gamma_open", "seen by the SDK")
             await asyncio.wait_for(seen.wait(), 10)
 
@@ -315,7 +371,10 @@ def test_idle_sessions_expire(orm, http, gamma, tmp_path):
     try:
         session = _session(http, short, "live-gamma", gamma["keys"]["plain"])
         assert session.post(rpc("ping")).status_code == 200
-        time.sleep(10.5)
+        key = names.session_key(session.session_id)
+        assert 0 < sync_redis().ttl(key) <= 10  # each request renews the 10 s idle timer
+        # Left alone, the session's key expires in Redis after those 10 s.
+        wait_for(lambda: not sync_redis().exists(key), timeout=20, interval=0.2, message="the idle session to expire")
         assert session.post(rpc("ping")).status_code == 404
         rows = _admin(gamma["superuser"]).get("/admin/live-sessions/").context["rows"]
         assert session.session_id not in {row.id for row in rows}

@@ -17,6 +17,7 @@ import pytest
 
 from audit.models import Invocation, Outcome
 from tests.mcp.wire import headers, note, rpc
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -160,8 +161,6 @@ def test_closing_the_response_cancels_the_call(http, server, live_world, orm):
                 opened.set()
                 break  # leaving the block closes the connection: the client's cancel
     assert opened.is_set()
-    from tests.poll import wait_for
-
     row = wait_for(
         lambda: (
             Invocation.objects.filter(tool_name="countdown", protocol_version=VERSION, outcome=Outcome.CANCELLED)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
+from mcp_platform.mcp import names
+from mcp_platform.mcp.calls import request_key
+from mcp_platform.redis_clients import sync_redis
 from tests.mcp.wire import McpSession, SseEvent, note, parse_sse, rpc
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -73,7 +76,7 @@ def test_server_closes_early_and_client_polls_for_the_result(http, server, other
     response = session.post(rpc("tools/call", {"name": "test_reconnection", "arguments": {}}, id=7))
     events = parse_sse(response.text.split("\n"))
     assert len(events) == 1 and events[0].data == "" and events[0].retry == 1000
-    time.sleep(0.3)
+    # No need to wait for the result: a resumed stream follows the call until its response.
     replay = http.get(
         other_server.endpoint("live-alpha"),
         headers=session.headers(Accept="text/event-stream", **{"Last-Event-ID": events[0].id}),
@@ -115,25 +118,20 @@ def test_elicitation_answer_posted_to_another_process_reaches_the_call(http, ser
 def test_cancellation_sent_to_another_process_stops_the_call(http, server, other_server, live_world):
     session = McpSession.open(http, server.endpoint("live-alpha"), live_world.keys["alpha"])
     call = rpc("tools/call", {"name": "countdown", "arguments": {"n": 50}, "_meta": {"progressToken": "c"}}, id=11)
-    result: dict = {}
-
-    def cancel_soon() -> None:
-        time.sleep(0.6)
-        with httpx.Client(timeout=10) as other:
-            response = other.post(
-                other_server.endpoint("live-alpha"),
-                json=note("notifications/cancelled", {"requestId": 11, "reason": "user"}),
-                headers=session.headers(),
-            )
-            result["status"] = response.status_code
-
     started = time.monotonic()
-    canceller = threading.Thread(target=cancel_soon)
-    canceller.start()
-    response = session.post(call)
+    pending = session.post_in_thread(call)
+    # The running call registers itself for cancellations (after 50 ms): cancel it then,
+    # through the other process.
+    inflight = names.inflight_key(session.session_id, request_key(11))
+    wait_for(lambda: sync_redis().exists(inflight), message="the countdown to be running")
+    cancelled = http.post(
+        other_server.endpoint("live-alpha"),
+        json=note("notifications/cancelled", {"requestId": 11, "reason": "user"}),
+        headers=session.headers(),
+    )
+    assert cancelled.status_code == 202
+    response = pending.response()
     elapsed = time.monotonic() - started
-    canceller.join()
-    assert result["status"] == 202
     messages = [e.message for e in parse_sse(response.text.split("\n")) if e.data]
     assert all("method" in m for m in messages), "a cancelled request gets no response"
     assert len(messages) < 10

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -10,7 +9,10 @@ import httpx
 import pytest
 from django.utils import timezone
 
+from mcp_platform.mcp import names
+from mcp_platform.redis_clients import sync_redis
 from tests.mcp.wire import McpSession, parse_sse
+from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
 from tools_app.runs.services import purge_expired_runs
 
@@ -88,7 +90,9 @@ def test_tasks_list_pages(alpha):
 
 def test_cancel_a_running_task(alpha):
     task = _create(alpha, "slow_count", {"count": 200})
-    time.sleep(0.5)
+    # Running: a worker executes it and has registered the run's channel (task id = run id).
+    running = names.run_channel_key(task["taskId"])
+    wait_for(lambda: sync_redis().exists(running), timeout=30, message="a worker to run the task")
     cancelled = alpha.request("tasks/cancel", {"taskId": task["taskId"]})["result"]
     assert cancelled["status"] == "cancelled"
     again = alpha.request("tasks/cancel", {"taskId": task["taskId"]})

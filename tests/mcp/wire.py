@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,6 +74,31 @@ def parse_sse(lines: list[str]) -> list[SseEvent]:
     return events
 
 
+class Pending:
+    """A request in flight on a thread, while the test watches the server act on it."""
+
+    def __init__(self, send: Callable[[], httpx.Response]) -> None:
+        self._response: httpx.Response | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(send,), daemon=True)
+        self._thread.start()
+
+    def _run(self, send: Callable[[], httpx.Response]) -> None:
+        try:
+            self._response = send()
+        except BaseException as exc:  # handed to the test by response()
+            self._error = exc
+
+    def response(self, timeout: float = 60) -> httpx.Response:
+        """The HTTP response, once the server has finished it."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"no response within {timeout} s"
+        if self._error is not None:
+            raise self._error
+        assert self._response is not None
+        return self._response
+
+
 @dataclass
 class McpSession:
     """An initialized session on one endpoint, with helpers for the usual calls."""
@@ -100,6 +127,10 @@ class McpSession:
 
     def post(self, body: Any, **extra: str) -> httpx.Response:
         return self.client.post(self.endpoint, json=body, headers=self.headers(**extra))
+
+    def post_in_thread(self, body: Any) -> Pending:
+        """Send ``body`` on a thread; ``.response()`` waits for the answer."""
+        return Pending(lambda: self.post(body))
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send a request and return the response message (from JSON or the SSE stream)."""
