@@ -15,6 +15,10 @@ INTERNAL_ERROR = -32603
 # -32000..-32019 are implementation-defined; the TS SDK uses these two and clients know them.
 SERVER_ERROR = -32000
 SESSION_NOT_FOUND = -32001
+# 2026-07-28: a routing header that does not match the body, a client capability the request
+# needed but did not declare, a protocol version this endpoint does not speak.
+HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 RequestId = str | int

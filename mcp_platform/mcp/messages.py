@@ -28,6 +28,8 @@ class MessageType(StrEnum):
     SESSION_EVENTS = "session.events"
     # To the hub holding a session's standalone stream: an operator ended the session.
     SESSION_ENDED = "session.ended"
+    # To every stream hub holding a tenant's streams: a 2026-07-28 task changed its state.
+    TASK_CHANGED = "task.changed"
 
 
 def mcp_cancel() -> dict[str, Any]:
@@ -49,6 +51,10 @@ def session_events(tenant_id: int, session_id: str) -> dict[str, Any]:
 
 def session_ended(tenant_id: int, session_id: str) -> dict[str, Any]:
     return {"type": MessageType.SESSION_ENDED, "tenant_id": tenant_id, "session_id": session_id}
+
+
+def task_changed(tenant_id: int, task_id: str) -> dict[str, Any]:
+    return {"type": MessageType.TASK_CHANGED, "tenant_id": tenant_id, "task_id": task_id}
 
 
 def dispatch(receiver: object, message: dict[str, Any]) -> None:

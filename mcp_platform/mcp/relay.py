@@ -74,8 +74,13 @@ class Relay:
         await self._events.append(address.session_id, address.stream_id, data, final=True)
 
     async def task_status(self, address: CallAddress, task: dict[str, Any]) -> None:
-        """``notifications/tasks/status`` on the session's standalone stream."""
+        """``notifications/tasks/status`` on the session's standalone stream; for a 2026-07-28
+        task (no session), a ``task.changed`` to the tenant's hubs: the listen streams that
+        follow it read the task as it is now and send it."""
         if not address.session_id:
+            if address.task_id is not None:
+                wake = messages.task_changed(address.tenant_id, address.task_id)
+                await self._layer.group_send(names.tenant_group(address.tenant_id), wake)
             return
         await self._standalone(address, jsonrpc.notification("notifications/tasks/status", task))
 

@@ -29,7 +29,7 @@ from mcp_platform.mcp.calls import (
 )
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.host import Identity, ToolHost
-from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, JsonRpcError, Message
 from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.versions import (
     MODERN,
@@ -42,7 +42,6 @@ from mcp_platform.mcp.versions import (
 
 log = logging.getLogger(__name__)
 
-MISSING_CAPABILITY = -32021
 TASK_NOT_FOUND = "Task not found"
 # Results that are lists a client may cache (with ttlMs/cacheScope): per caller, so "private".
 CACHED_METHODS = frozenset(
@@ -88,7 +87,7 @@ def missing_capability(capability: str) -> JsonRpcError:
     """-32021 naming what the request must declare (a ClientCapabilities object)."""
     required: dict[str, Any] = {"extensions": {capability: {}}} if capability.startswith("io.") else {capability: {}}
     return JsonRpcError(
-        MISSING_CAPABILITY,
+        MISSING_CLIENT_CAPABILITY,
         f"This request needs the client capability {capability!r}: declare it in _meta clientCapabilities",
         data={"requiredCapabilities": required},
         http_status=400,

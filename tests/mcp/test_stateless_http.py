@@ -8,6 +8,7 @@ official SDK drives the same leg in test_sdk_modern.py.
 from __future__ import annotations
 
 import base64
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -170,3 +171,56 @@ def test_closing_the_response_cancels_the_call(http, server, live_world, orm):
         message="a cancelled countdown row",
     )
     assert row.session_id == ""
+
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def _task_request(http, server, key, method: str, task_id: str, **params: Any) -> dict:
+    body = rpc(method, {**envelope({"taskId": task_id, **params}), "_meta": _tasks_meta()})
+    return post(http, server, body, routing(key, method, task_id)).json()
+
+
+def _tasks_meta() -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {**CAPABILITIES, **TASKS},
+    }
+
+
+def test_a_listen_stream_follows_a_task_changed_on_the_other_server(http, live_servers, live_world, live_workers):
+    first, second = live_servers
+    key = live_world.keys["alpha"]
+    body = rpc("tools/call", {"name": "confirm_delete", "arguments": {"filename": "a.txt"}, "_meta": _tasks_meta()})
+    created = post(http, first, body, routing(key, "tools/call", "confirm_delete")).json()["result"]
+    assert created["resultType"] == "task"
+    task_id = created["taskId"]
+    wait_for(
+        lambda: _task_request(http, second, key, "tasks/get", task_id)["result"]["status"] == "input_required",
+        message="the task waiting for its confirmation",
+    )
+    listen = rpc("subscriptions/listen", {"notifications": {"taskIds": [task_id]}, "_meta": _tasks_meta()}, id="l1")
+    heard: list[dict] = []
+    with (
+        httpx.Client(timeout=30) as client,
+        client.stream(
+            "POST", first.endpoint("live-alpha"), json=listen, headers=routing(key, "subscriptions/listen")
+        ) as stream,
+    ):
+        for line in stream.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            message = json.loads(line[6:])
+            if message["method"] == "notifications/subscriptions/acknowledged":
+                assert message["params"]["notifications"] == {"taskIds": [task_id]}
+                answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+                acked = _task_request(http, second, key, "tasks/update", task_id, inputResponses=answer)
+                assert acked["result"]["resultType"] == "complete"
+                continue
+            assert message["method"] == "notifications/tasks"
+            assert message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "l1"
+            heard.append(message["params"])
+            if message["params"]["status"] == "completed":
+                break
+    assert heard[-1]["taskId"] == task_id
+    assert heard[-1]["result"]["content"][0]["text"] == "Deleted a.txt."

@@ -22,6 +22,7 @@ from mcp_platform.mcp.calls import CallLink, Relayed
 from tenants.principal import Principal
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import argument_problem
 from tools_app.runs.models import ToolRun
 from tools_app.runs.selectors import task_view
@@ -151,7 +152,9 @@ def _answer_and_resume(run_id: str, responses: dict[str, Any]) -> None:
             transaction.on_commit(functools.partial(_enqueue, run_id, tool))
 
 
-async def answer_task(run_id: str, responses: dict[str, Any]) -> None:
+async def answer_task(run: ToolRun, responses: dict[str, Any]) -> None:
     """A client's answers to a parked 2026-07-28 task: once every request it waits on has
-    one, the task runs again (from the start, with all its answers) on a worker."""
-    await sync_to_async(_answer_and_resume)(run_id, responses)
+    one, the task runs again (from the start, with all its answers) on a worker. Listen
+    streams following the task hear of it."""
+    await sync_to_async(_answer_and_resume)(run.id, responses)
+    await relay().task_status(address_of(run), task_view(run))

@@ -236,7 +236,7 @@ class PlatformToolHost:
         run = await sync_to_async(run_of)(identity, task_id)
         if run is None:
             return False
-        await answer_task(run.id, responses)
+        await answer_task(run, responses)
         return True
 
     async def stop_task(self, identity: Principal, task_id: str) -> bool:

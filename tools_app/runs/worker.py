@@ -147,7 +147,8 @@ async def _ask_client(run: ToolRun, link: RelayCallLink) -> None:
     plain call ends its round: the ASGI side turns this result into input_required."""
     pending = link.input_round.pending if link.input_round is not None else {}
     if run.is_task:
-        await sync_to_async(run_park)(run.id, pending)
+        if await sync_to_async(run_park)(run.id, pending):
+            await relay().task_status(address_of(run), task_view(run))
         return
     result = {"resultType": "input_required", "inputRequests": pending, "content": []}
     await finish_and_signal(

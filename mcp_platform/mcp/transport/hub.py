@@ -10,6 +10,8 @@ Messages (``mcp_platform.mcp.messages``), each handled by the method of its name
   one batched round for all of the tenant's streams here.
 - ``session.events`` {tenant_id, session_id}: new events in that session's standalone log.
 - ``session.ended`` {tenant_id, session_id}: an operator ended the session; close its stream.
+- ``task.changed`` {tenant_id, task_id}: a 2026-07-28 task moved; listen streams that follow
+  it (``taskIds``) tell their client.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from mcp_platform.mcp import messages, names
 
 log = logging.getLogger(__name__)
 
+# A stream woken for a task hears this reason, followed by the task's id.
+TASK_REASON = "task:"
 # channels-redis forgets group members after a day; hubs renew well before that.
 GROUP_RENEW_SECONDS = 600.0
 
@@ -34,6 +38,8 @@ class HubStream(Protocol):
     session_id: str
 
     def wake(self, reason: str) -> None: ...
+
+    def follows_task(self, task_id: str) -> bool: ...
 
 
 class Layer(Protocol):
@@ -119,6 +125,14 @@ class StreamHub:
 
     def session_ended(self, message: dict[str, Any]) -> None:
         self._wake_session(message, "ended")
+
+    def task_changed(self, message: dict[str, Any]) -> None:
+        task_id = message.get("task_id")
+        if not isinstance(task_id, str):
+            return
+        for stream in list(self._streams.get(message.get("tenant_id", -1), set())):
+            if stream.follows_task(task_id):
+                stream.wake(TASK_REASON + task_id)
 
     def _wake_session(self, message: dict[str, Any], reason: str) -> None:
         session_id = message.get("session_id")

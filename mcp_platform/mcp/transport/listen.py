@@ -7,6 +7,10 @@ notification carries the listen request's id as ``_meta`` subscriptionId. The pr
 stream hub wakes it on a catalog change exactly as it wakes legacy GET streams (the same
 change bus), and it tells its client only when what its caller sees really changed. There
 is nothing to resume: the fingerprint it compares with lives in this stream.
+
+With the tasks extension a client may also follow tasks (``taskIds``): when one of them
+changes state on any process, the stream reads it as its caller may see it and sends the
+whole DetailedTask (``notifications/tasks``).
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from typing import Any
 from mcp_platform.mcp import jsonrpc
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.transport import sse
+from mcp_platform.mcp.transport.hub import TASK_REASON
 from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.versions import SUBSCRIPTION_ID_META_KEY
 
 # What this server can deliver on a listen stream, by the name the request uses.
 HONOURED = ("toolsListChanged",)
+MAX_TASK_IDS = 100
 
 
 class ListenStream:
@@ -38,14 +44,21 @@ class ListenStream:
         responder: Responder,
         keepalive_seconds: float,
         server_meta: dict[str, Any],
+        follows_tasks: bool,
     ) -> None:
+        """``follows_tasks``: the request declared the tasks extension, so its ``taskIds``
+        are honoured (up to MAX_TASK_IDS of them)."""
         self._host = host
         self.identity = identity
         self.tenant_id = identity.tenant_id
         # The hub finds streams by session id; a listen stream has none, so it names itself.
         self.session_id = f"listen-{secrets.token_hex(8)}"
         self.subscription_id = subscription_id
-        self.honoured = {name: True for name in HONOURED if wanted.get(name) is True}
+        self.honoured: dict[str, Any] = {name: True for name in HONOURED if wanted.get(name) is True}
+        task_ids = wanted.get("taskIds")
+        if follows_tasks and isinstance(task_ids, list):
+            self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
+        self._task_ids = frozenset(self.honoured.get("taskIds", ()))
         self._responder = responder
         self._keepalive = keepalive_seconds
         self._server_meta = server_meta
@@ -53,6 +66,9 @@ class ListenStream:
         self._reasons: set[str] = set()
         self._send_lock = asyncio.Lock()
         self.digest = ""
+
+    def follows_task(self, task_id: str) -> bool:
+        return task_id in self._task_ids
 
     def wake(self, reason: str) -> None:
         self._reasons.add(reason)
@@ -118,6 +134,15 @@ class ListenStream:
                 async with self._send_lock:
                     await self._responder.write(sse.event(jsonrpc.dumps(jsonrpc.result(self.subscription_id, final))))
                 return
+            for reason in sorted(reasons):
+                if reason.startswith(TASK_REASON):
+                    await self._send_task(reason.removeprefix(TASK_REASON))
+
+    async def _send_task(self, task_id: str) -> None:
+        """The task as its caller may see it now (nothing for a task that is not theirs)."""
+        task = await self._host.detailed_task(self.identity, task_id)
+        if task is not None:
+            await self.notify("notifications/tasks", task)
 
     async def _beat(self) -> None:
         while self._responder.open:

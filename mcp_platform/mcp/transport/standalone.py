@@ -80,6 +80,10 @@ class StandaloneStream:
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
 
+    def follows_task(self, task_id: str) -> bool:
+        """Legacy tasks report on the session's own log (``session.events``), not by id."""
+        return False
+
     def wake(self, reason: str) -> None:
         self._reasons.add(reason)
         self._wakeup.set()

@@ -28,7 +28,14 @@ from mcp_platform.mcp import jsonrpc
 from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.events import EventStore, StoredEvent
 from mcp_platform.mcp.host import Identity
-from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, INVALID_REQUEST, JsonRpcError, Message
+from mcp_platform.mcp.jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    JsonRpcError,
+    Message,
+)
 from mcp_platform.mcp.stateless import Envelope, StatelessEngine
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.listen import ListenStream
@@ -37,10 +44,9 @@ from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
     MODERN_META_VERSION_KEY,
+    TASKS_EXTENSION,
 )
 
-HEADER_MISMATCH = -32020
-UNSUPPORTED_PROTOCOL_VERSION = -32022
 ROUTING_HEADERS = ("mcp-method", "mcp-name", "mcp-protocol-version")
 # Methods whose Mcp-Name header mirrors a parameter, and which parameter.
 NAMED_BY = {
@@ -341,6 +347,7 @@ class StatelessHttp:
             responder=responder,
             keepalive_seconds=self.keepalive_seconds,
             server_meta=self.engine.complete("subscriptions/listen", {})["_meta"],
+            follows_tasks=envelope.has_extension(TASKS_EXTENSION),
         )
         with contextlib.suppress(asyncio.CancelledError):
             await stream.run(receive, self._register_listener)
