@@ -1,4 +1,4 @@
-"""Writes about tools and access rules."""
+"""Writes about the catalog: tools, resources, resource templates, prompts and access rules."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tenants.models import ApiKey, Tenant
-from tools_app.catalog.definitions import ToolDefinition
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.definitions import (
+    PromptDefinition,
+    ResourceDefinition,
+    ResourceTemplateDefinition,
+    ToolDefinition,
+)
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 
 
 @transaction.atomic
@@ -48,11 +53,77 @@ def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant 
     return tool
 
 
+def _install(model: type[Any], lookup: dict[str, Any], fields: dict[str, Any]) -> Any:
+    """Create or update one catalog row (unchanged rows keep their version)."""
+    row = model.objects.filter(**lookup).first()
+    if row is None:
+        row = model(**lookup, **fields)
+    else:
+        changed = [name for name, value in fields.items() if getattr(row, name) != value]
+        if not changed:
+            return row
+        for name in changed:
+            setattr(row, name, fields[name])
+    row.full_clean()
+    row.save()
+    return row
+
+
 @transaction.atomic
-def access_rule_grant_pattern(*, tenant: Tenant | None, pattern: str, note: str = "") -> AccessRule:
-    """An allow rule for a pattern (idempotent)."""
+def resource_install(*, definition: ResourceDefinition, tags: list[str], tenant: Tenant | None = None) -> Resource:
+    """Create or update a static resource from a pack definition (idempotent)."""
+    fields = {
+        "name": definition.name,
+        "title": definition.title,
+        "description": definition.description,
+        "mime_type": definition.mime_type,
+        "text": definition.text,
+        "blob": definition.blob,
+        "tags": tags,
+    }
+    return _install(Resource, {"tenant": tenant, "uri": definition.uri}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def resource_template_install(
+    *, definition: ResourceTemplateDefinition, tags: list[str], tenant: Tenant | None = None
+) -> ResourceTemplate:
+    """Create or update a resource template (python backend) from a pack definition (idempotent)."""
+    fields = {
+        "uri_template": definition.uri_template,
+        "title": definition.title,
+        "description": definition.description,
+        "mime_type": definition.mime_type,
+        "backend_kind": ResourceTemplate.Backend.PYTHON,
+        "backend_config": {"handler": definition.handler},
+        "completions": definition.completions,
+        "tags": tags,
+    }
+    return _install(ResourceTemplate, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def prompt_install(*, definition: PromptDefinition, tags: list[str], tenant: Tenant | None = None) -> Prompt:
+    """Create or update a prompt from a pack definition (idempotent)."""
+    fields = {
+        "title": definition.title,
+        "description": definition.description,
+        "arguments": definition.arguments,
+        "messages": definition.messages,
+        "completions": definition.completions,
+        "tags": tags,
+    }
+    return _install(Prompt, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def access_rule_grant_pattern(
+    *, tenant: Tenant | None, pattern: str, note: str = "", kind: str = AccessRule.Kind.TOOL
+) -> AccessRule:
+    """An allow rule for a pattern, matching entries of ``kind`` (idempotent)."""
     rule, _ = AccessRule.objects.get_or_create(
         effect=AccessRule.Effect.ALLOW,
+        kind=kind,
         tool=None,
         tool_pattern=pattern,
         tenant=tenant,
