@@ -46,6 +46,7 @@ COLUMNS = (
     "session_id",
     "client_name",
     "client_version",
+    "kind",
     "tool_id",
     "tool_name",
     "tool_version",
@@ -79,6 +80,8 @@ def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError:
             row = json.loads(raw)  # ASCII rows with escapes orjson refuses (lone surrogates)
+        if isinstance(row, dict):
+            row.setdefault("kind", "tool")  # rows journaled before invocations had a kind
         if not isinstance(row, dict) or not all(column in row for column in COLUMNS):
             raise ValueError("not an invocation row")
     except ValueError as exc:
