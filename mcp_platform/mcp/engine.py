@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from mcp_platform.mcp import jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.calls import Layer, Relayed, Stream, StreamCallLink, request_key
 from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.features import CAPABILITIES, legacy
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
@@ -67,6 +68,7 @@ class Engine:
             "tasks/list": self._tasks_list,
             "tasks/cancel": self._tasks_cancel,
         }
+        self._methods.update(legacy.methods(self))  # resources, prompts, completion
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -90,6 +92,7 @@ class Engine:
                 "tools": {"listChanged": True},
                 "logging": {},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+                **CAPABILITIES,
             },
             "serverInfo": {"name": self.config.server_name, "version": self.config.server_version},
         }

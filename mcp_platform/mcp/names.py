@@ -61,3 +61,8 @@ def tenant_sessions_key(tenant_id: int) -> str:
 def session_digest_key(session_id: str) -> str:
     """The visible-tools fingerprint the session was last told about (see standalone.py)."""
     return f"{PREFIX}:digest:{session_id}"
+
+
+def subscriptions_key(session_id: str) -> str:
+    """Set of the resource URIs a session subscribed to (resources/subscribe)."""
+    return f"{PREFIX}:subs:{session_id}"
