@@ -3,9 +3,9 @@
 # stable line 0.1.16, protocol 2025-11-25) against a Toolbay server started just for it.
 #
 # The server (uvicorn + a Celery worker) gets its own world, so no one's data is touched:
-# a fresh SQLite file under var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. Scenarios that
-# are expected to fail are listed in conformance/baseline.yml; the suite exits 1 when a
-# scenario fails that is not listed there, or when a listed one passes (a stale baseline).
+# a fresh SQLite file under var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. There is
+# no baseline: every scenario must pass. The run fails when the suite fails (a FAILURE
+# check) or when conformance/summarize.py finds a failing scenario (a FAILURE or a WARNING).
 #
 # Knobs: TOOLBAY_CONFORMANCE_REDIS_URL (redis://127.0.0.1:6379/14), CONFORMANCE_SCENARIO
 # (run one scenario instead of --suite all), CONFORMANCE_TIMEOUT (seconds, 900).
@@ -21,7 +21,6 @@ CONF="$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 REDIS_URL_CONF="${TOOLBAY_CONFORMANCE_REDIS_URL:-redis://127.0.0.1:6379/14}"
 WORK="$VAR/conformance"
 RESULTS="$ROOT/conformance-results"
-BASELINE="$ROOT/conformance/baseline.yml"
 
 trap 'stop_children 10' EXIT
 trap 'stop_children 10; exit 130' INT
@@ -111,16 +110,16 @@ else
     selection=(--suite all)
 fi
 # --url must say localhost: the dns-rebinding scenario checks Host handling with it.
-suite=("$NODE" "$CONF" server --url "$url" "${selection[@]}" -o "$RESULTS" --expected-failures "$BASELINE")
+suite=("$NODE" "$CONF" server --url "$url" "${selection[@]}" -o "$RESULTS")
 command -v timeout >/dev/null && suite=(timeout "${CONFORMANCE_TIMEOUT:-900}" "${suite[@]}")
 say "Running the conformance suite $SUITE_VERSION against $url"
 status=0
 "${suite[@]}" || status=$?
 stop_children 10
 
-"$PY" "$ROOT/conformance/summarize.py" "$RESULTS" "$BASELINE" || true
+"$PY" "$ROOT/conformance/summarize.py" "$RESULTS" || { ((status != 0)) || status=1; }
 if ((status == 0)); then
-    say "Conformance: every scenario passed except those expected to fail in conformance/baseline.yml"
+    say "Conformance: every scenario passed"
 else
     warn "conformance suite exited $status; details above, checks in conformance-results/*/checks.json, server log in var/conformance/server.log"
 fi

@@ -1,5 +1,5 @@
-"""Built-in tool packs. Importing a pack registers its handlers."""
+"""Built-in packs of tools, resources and prompts. Importing a pack registers its handlers."""
 
 from tools_app.packs import conformance, demo
 
-PACKS = {"demo": demo.TOOLS, "conformance": conformance.TOOLS}
+PACKS = {"demo": demo.PACK, "conformance": conformance.PACK}
