@@ -244,9 +244,7 @@ class AccessRule(models.Model):
             self.tool_id is not None and self.tool is not None and self.tool.tenant_id != self.owner_id
         )
         if self.owner_id is not None and self.effect == self.Effect.ALLOW and grants_foreign_tool:
-            raise ValidationError(
-                {"tool": "Tenant-managed rules can grant only the tenant's private tools, resources and prompts."}
-            )
+            raise ValidationError({"tool": "Tenant-managed rules can grant only the tenant's private tools."})
         try:
             check_string_list(self.scopes, what="Scopes")
         except ValidationError as exc:
