@@ -229,3 +229,49 @@ def access_rule_update(
 @transaction.atomic
 def access_rule_delete(*, rule: AccessRule) -> None:
     rule.delete()
+
+
+CatalogEntryModel = Resource | ResourceTemplate | Prompt
+
+
+def catalog_entry_check(entry: CatalogEntryModel) -> None:
+    """Raise ValidationError (per field) unless the resource, template or prompt could be saved:
+    its fields, its backend settings and a URI or name free in its catalog."""
+    errors: dict[str, list[Any]] = {}
+    try:
+        entry.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    key = "uri" if isinstance(entry, Resource) else "name"
+    if key not in errors and "tenant" not in errors:
+        value = getattr(entry, key)
+        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
+        clashes = type(entry).objects.filter(**{key: value}, tenant_id=entry.tenant_id).exclude(pk=entry.pk)  # type: ignore[misc]
+        if clashes.exists():
+            where = "the platform catalog" if entry.tenant_id is None else f"tenant {entry.tenant}"
+            errors[key] = [f"{value!r} is already taken in {where}."]
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def catalog_entry_create(*, model: type[CatalogEntryModel], tenant: Tenant | None, fields: dict[str, Any]) -> Any:
+    """A new resource, template or prompt, private to ``tenant`` or (None) in the platform catalog."""
+    entry = model(tenant=tenant, **fields)
+    catalog_entry_check(entry)
+    entry.save()
+    return entry
+
+
+@transaction.atomic
+def catalog_entry_update(*, entry: CatalogEntryModel, changes: dict[str, Any]) -> Any:
+    for name, value in changes.items():
+        setattr(entry, name, value)
+    catalog_entry_check(entry)
+    entry.save()
+    return entry
+
+
+@transaction.atomic
+def catalog_entry_delete(*, entry: CatalogEntryModel) -> None:
+    entry.delete()
