@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 import pystache
@@ -25,6 +26,7 @@ from pystache.parser import ParsingError
 ROLES = ("user", "assistant")
 BLOCK_TYPES = ("text", "image", "audio", "resource", "resource_link")
 MAX_MESSAGES = 100
+_SECTION_TAG = re.compile(r"\{\{\s*([#^/])\s*([^}]*?)\s*\}\}")
 _RENDERER = pystache.Renderer(escape=lambda text: text, partials={}, missing_tags="ignore")
 
 
@@ -36,6 +38,15 @@ def template_names(template: str) -> set[str]:
     """The argument names a template refers to; raises MessageProblem on a broken template."""
     if "{{>" in template.replace(" ", "") or "{{=" in template:
         raise MessageProblem("partials ({{> …}}) and delimiter changes ({{= … =}}) are not allowed")
+    # pystache renders an unclosed section as nothing at all; say so instead.
+    open_sections: list[str] = []
+    for sigil, name in _SECTION_TAG.findall(template):
+        if sigil in "#^":
+            open_sections.append(name)
+        elif not open_sections or open_sections.pop() != name:
+            raise MessageProblem(f"not a valid Mustache template: {{{{/{name}}}}} closes no open section")
+    if open_sections:
+        raise MessageProblem(f"not a valid Mustache template: the section {open_sections[-1]!r} is never closed")
     try:
         parsed = pystache.parse(template)
     except (ParsingError, Exception) as exc:  # pystache raises plain exceptions for some errors
