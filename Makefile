@@ -14,7 +14,7 @@ run: ## Install, migrate, seed the demo, start Redis if needed, serve on :8000 w
 test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) and the conformance suite
 	@bash scripts/test.sh
 
-conformance: ## The MCP conformance suite 0.1.16 against a throw-away server (baseline: conformance/baseline.yml)
+conformance: ## The MCP conformance suite (0.1.16; 0.2.0-alpha.12 for 2025-11-25 and 2026-07-28) against a throw-away server
 	@bash conformance/run.sh
 
 lint: ## ruff check .

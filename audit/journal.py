@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from audit.models import MAX_TARGET_LENGTH
 from audit.redaction import redact_arguments
 from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
 from mcp_platform.redis_batch import Command
@@ -69,6 +70,7 @@ def invocation_row(
     run_id: str = "",
     is_task: bool = False,
     finished_at: float | None = None,
+    kind: str = "tool",
 ) -> dict[str, Any]:
     """One invocation as the journal carries it: JSON values, times as Unix seconds, sensitive
     arguments (``x-sensitive``/``writeOnly`` in the input schema) already redacted."""
@@ -82,8 +84,9 @@ def invocation_row(
         "protocol_version": protocol_version[:16],
         "client_name": str(client.get("name", ""))[:200],
         "client_version": str(client.get("version", ""))[:100],
+        "kind": kind,
         "tool_id": tool_id,
-        "tool_name": tool_name[:128],
+        "tool_name": tool_name[:MAX_TARGET_LENGTH],
         "tool_version": tool_version,
         "arguments": redact_arguments(arguments if isinstance(arguments, dict) else {}, input_schema),
         "outcome": outcome,

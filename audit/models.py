@@ -9,6 +9,9 @@ from django.db import models
 
 from tenants.models import Tenant
 
+# A URI is kept up to this length (the invocation log's indexes hold it).
+MAX_TARGET_LENGTH = 1024
+
 
 class Outcome(models.TextChoices):
     """How a call ended: the one vocabulary of the call runtime, the invocation log and the console."""
@@ -25,10 +28,21 @@ class Outcome(models.TextChoices):
     INPUT_REQUIRED = "input_required", "Input required"
 
 
+class InvocationKind(models.TextChoices):
+    """What was invoked: a tool (tools/call or an MCP task), a resource (resources/read) or a
+    prompt (prompts/get)."""
+
+    TOOL = "tool", "Tool call"
+    RESOURCE = "resource", "Resource read"
+    PROMPT = "prompt", "Prompt"
+
+
 class Invocation(models.Model):
-    """One tools/call (or MCP task), whatever its outcome; written in batches off the call path."""
+    """One tools/call (or MCP task), resources/read or prompts/get, whatever its outcome;
+    written in batches off the call path."""
 
     Outcome = Outcome
+    Kind = InvocationKind
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="invocations")
     # The call's identity in the audit journal: the writer skips a row whose call_id is there.
@@ -41,8 +55,11 @@ class Invocation(models.Model):
     )
     client_name = models.CharField(max_length=200, blank=True)
     client_version = models.CharField(max_length=100, blank=True)
-    tool_id = models.BigIntegerField(null=True, blank=True)
-    tool_name = models.CharField(max_length=128)
+    kind = models.CharField(max_length=16, choices=InvocationKind.choices, default=InvocationKind.TOOL)
+    tool_id = models.BigIntegerField(null=True, blank=True, help_text="The tool's, resource's or prompt's id.")
+    tool_name = models.CharField(
+        max_length=MAX_TARGET_LENGTH, help_text="The tool's or prompt's name, or the URI that was read."
+    )
     tool_version = models.PositiveIntegerField(null=True, blank=True)
     arguments = models.JSONField(default=dict, blank=True, help_text="With sensitive fields redacted.")
     outcome = models.CharField(max_length=20, choices=Outcome.choices)

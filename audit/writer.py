@@ -47,6 +47,7 @@ COLUMNS = (
     "protocol_version",
     "client_name",
     "client_version",
+    "kind",
     "tool_id",
     "tool_name",
     "tool_version",
@@ -61,7 +62,7 @@ COLUMNS = (
 )
 # Columns added after the first journal rows were written: rows from older processes (a
 # rolling deploy) lack them and get these values.
-LATER_COLUMNS = {"protocol_version": ""}
+LATER_COLUMNS = {"protocol_version": "", "kind": "tool"}
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
 

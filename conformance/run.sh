@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
-# `make conformance`: the official MCP conformance suite (@modelcontextprotocol/conformance,
-# stable line 0.1.16, protocol 2025-11-25) against a Toolbay server started just for it.
+# `make conformance`: the official MCP conformance suite (@modelcontextprotocol/conformance)
+# against a Toolbay server started just for it, in three passes on the same server:
+#   stable           0.1.16 --suite all                         (protocol 2025-11-25)
+#   alpha-2025-11-25 0.2.0-alpha.12 --requirements 2025-11-25
+#   alpha-2026-07-28 0.2.0-alpha.12 --requirements 2026-07-28   (scored scenarios, plus the
+#                    tasks-extension and pending ones it runs unscored: they must pass too)
 #
 # The server (uvicorn + a Celery worker) gets its own world, so no one's data is touched:
-# a fresh SQLite file under var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. Scenarios that
-# are expected to fail are listed in conformance/baseline.yml; the suite exits 1 when a
-# scenario fails that is not listed there, or when a listed one passes (a stale baseline).
+# a fresh SQLite file under var/conformance/, Redis db 14 (flushed), its own channel-layer prefix. There is
+# no baseline: every scenario must pass. A pass fails when the suite fails (a FAILURE
+# check) or when conformance/summarize.py finds a failing scenario (a FAILURE or a WARNING).
 #
-# Knobs: TOOLBAY_CONFORMANCE_REDIS_URL (redis://127.0.0.1:6379/14), CONFORMANCE_SCENARIO
-# (run one scenario instead of --suite all), CONFORMANCE_TIMEOUT (seconds, 900).
+# Knobs: TOOLBAY_CONFORMANCE_REDIS_URL (redis://127.0.0.1:6379/14), CONFORMANCE_PASSES (some
+# of the three names above), CONFORMANCE_SCENARIO (one scenario, run with the alpha suite
+# instead of the passes), CONFORMANCE_TIMEOUT (seconds per pass, 900).
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 cd "$ROOT"
 
 SUITE_VERSION="0.1.16"
+# The revision 2026-07-28 is scored by the 0.2 line, installed beside the stable one (an npm alias).
+ALPHA_VERSION="0.2.0-alpha.12"
+ALPHA_ALIAS="conformance-alpha"
 NODE_VERSION="22"
 CONF_PREFIX="$ROOT/.conf"
 CONF="$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+CONF_ALPHA="$CONF_PREFIX/node_modules/$ALPHA_ALIAS/dist/index.js"
 REDIS_URL_CONF="${TOOLBAY_CONFORMANCE_REDIS_URL:-redis://127.0.0.1:6379/14}"
 WORK="$VAR/conformance"
 RESULTS="$ROOT/conformance-results"
-BASELINE="$ROOT/conformance/baseline.yml"
 
 trap 'stop_children 10' EXIT
 trap 'stop_children 10; exit 130' INT
@@ -39,19 +47,21 @@ node_package() {
 
 NODE="$CONF_PREFIX/node_modules/$(node_package)/bin/node"
 
-installed_suite_version() {
-    "$NODE" -p "require('$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null
+installed_version() {
+    "$NODE" -p "require('$CONF_PREFIX/node_modules/$1/package.json').version" 2>/dev/null
 }
 
 ensure_suite() {
-    if [[ -x "$NODE" && -f "$CONF" && "$(installed_suite_version)" == "$SUITE_VERSION" ]]; then
+    if [[ -x "$NODE" && "$(installed_version @modelcontextprotocol/conformance)" == "$SUITE_VERSION" &&
+        "$(installed_version "$ALPHA_ALIAS")" == "$ALPHA_VERSION" ]]; then
         return 0
     fi
     command -v npm >/dev/null || die "npm is needed once, to install Node $NODE_VERSION and the conformance suite into .conf/." \
         "Install it (Debian/Ubuntu: sudo apt-get install npm), then run make conformance again."
-    say "Installing Node $NODE_VERSION and @modelcontextprotocol/conformance@$SUITE_VERSION into .conf/"
+    say "Installing Node $NODE_VERSION and @modelcontextprotocol/conformance $SUITE_VERSION and $ALPHA_VERSION into .conf/"
     npm install --prefix "$CONF_PREFIX" --save-exact --no-audit --no-fund --loglevel=error \
-        "$(node_package)@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" ||
+        "$(node_package)@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" \
+        "$ALPHA_ALIAS@npm:@modelcontextprotocol/conformance@$ALPHA_VERSION" ||
         die "npm install into .conf/ failed (see above)."
 }
 
@@ -105,23 +115,41 @@ until probe http "http://127.0.0.1:$port/healthz"; do
     sleep 0.2
 done
 
-if [[ -n "${CONFORMANCE_SCENARIO:-}" ]]; then
-    selection=(--scenario "$CONFORMANCE_SCENARIO")
-else
-    selection=(--suite all)
-fi
 # --url must say localhost: the dns-rebinding scenario checks Host handling with it.
-suite=("$NODE" "$CONF" server --url "$url" "${selection[@]}" -o "$RESULTS" --expected-failures "$BASELINE")
-command -v timeout >/dev/null && suite=(timeout "${CONFORMANCE_TIMEOUT:-900}" "${suite[@]}")
-say "Running the conformance suite $SUITE_VERSION against $url"
-status=0
-"${suite[@]}" || status=$?
+run_pass() { # <name> <suite entry point> <selection...>: one suite run into conformance-results/<name>/
+    local name="$1" entry="$2"
+    shift 2
+    local command=("$NODE" "$entry" server --url "$url" "$@" -o "$RESULTS/$name")
+    command -v timeout >/dev/null && command=(timeout "${CONFORMANCE_TIMEOUT:-900}" "${command[@]}")
+    say "Conformance pass $name: $*"
+    local exit_code=0
+    "${command[@]}" >"$WORK/$name.log" 2>&1 || exit_code=$?
+    sed -n '/=== SUMMARY/,$p' "$WORK/$name.log"
+    "$PY" "$ROOT/conformance/summarize.py" "$RESULTS/$name" || ((exit_code != 0)) || exit_code=1
+    if ((exit_code != 0)); then
+        warn "conformance pass $name failed (exit $exit_code); its output is in var/conformance/$name.log"
+        failed+=("$name")
+    fi
+}
+
+failed=()
+if [[ -n "${CONFORMANCE_SCENARIO:-}" ]]; then
+    run_pass "scenario" "$CONF_ALPHA" --scenario "$CONFORMANCE_SCENARIO"
+else
+    for pass in ${CONFORMANCE_PASSES:-stable alpha-2025-11-25 alpha-2026-07-28}; do
+        case "$pass" in
+            stable) run_pass stable "$CONF" --suite all ;;
+            alpha-2025-11-25) run_pass alpha-2025-11-25 "$CONF_ALPHA" --requirements 2025-11-25 ;;
+            alpha-2026-07-28) run_pass alpha-2026-07-28 "$CONF_ALPHA" --requirements 2026-07-28 ;;
+            *) die "unknown conformance pass $pass (known: stable alpha-2025-11-25 alpha-2026-07-28)" ;;
+        esac
+    done
+fi
 stop_children 10
 
-"$PY" "$ROOT/conformance/summarize.py" "$RESULTS" "$BASELINE" || true
-if ((status == 0)); then
-    say "Conformance: every scenario passed except those expected to fail in conformance/baseline.yml"
-else
-    warn "conformance suite exited $status; details above, checks in conformance-results/*/checks.json, server log in var/conformance/server.log"
+if ((${#failed[@]} == 0)); then
+    say "Conformance: every scenario of every pass passed"
+    exit 0
 fi
-exit "$status"
+warn "conformance failed in: ${failed[*]}; checks in conformance-results/<pass>/*/checks.json, server log in var/conformance/server.log"
+exit 1

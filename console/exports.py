@@ -71,6 +71,7 @@ INVOCATIONS = ExportSpec(
         Column("started_at", TIME),
         Column("finished_at", TIME),
         Column("duration_ms", PLAIN),
+        Column("kind"),
         Column("tool_name"),
         Column("tool_version", PLAIN),
         Column("outcome"),

@@ -79,17 +79,18 @@ class _TimeFilterForm(forms.Form):
 
 
 class InvocationFilterForm(_TimeFilterForm):
-    tool = forms.CharField(required=False, max_length=128, strip=True)
+    kind = forms.ChoiceField(required=False, choices=[("", "Any kind"), *Invocation.Kind.choices])
+    tool = forms.CharField(required=False, max_length=1024, strip=True, label="Tool, prompt or URI")
     key = forms.CharField(required=False, max_length=20)
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *Invocation.Outcome.choices])
     session = forms.CharField(required=False, max_length=128, strip=True)
     run = forms.CharField(required=False, max_length=32, strip=True)
 
-    field_order = ["tenant", "tool", "key", "outcome", "range", "since", "until", "q"]
+    field_order = ["tenant", "kind", "tool", "key", "outcome", "range", "since", "until", "q"]
 
     def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
         super().__init__(data, scope, tenants)
-        self.fields["q"].widget.attrs["placeholder"] = "tool or error text"
+        self.fields["q"].widget.attrs["placeholder"] = "tool, prompt, URI or error text"
         self.fields["tool"].widget.attrs["list"] = "tool-names"
 
     def clean_key(self) -> Any:
@@ -103,6 +104,8 @@ class InvocationFilterForm(_TimeFilterForm):
     def apply(self, rows: QuerySet[Invocation]) -> QuerySet[Invocation]:
         rows = self.apply_common(rows)
         data = self.cleaned_data
+        if data.get("kind"):
+            rows = rows.filter(kind=data["kind"])
         if data.get("tool"):
             rows = rows.filter(tool_name=data["tool"])
         key = data.get("key")

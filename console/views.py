@@ -40,8 +40,8 @@ from tenants.scope import TenantScope, tenant_scope
 
 PAGE_ROWS = 50
 LIST_FIELDS = (
-    "id", "tenant_id", "key_id", "key_label", "session_id", "tool_name", "tool_version", "outcome", "error_message",
-    "duration_ms", "run_id", "is_task", "started_at",
+    "id", "tenant_id", "key_id", "key_label", "session_id", "kind", "tool_name", "tool_version", "outcome",
+    "error_message", "duration_ms", "run_id", "is_task", "started_at",
 )  # fmt: skip
 TOOL_SUGGESTIONS = 2000  # recent rows whose tool names fill the tool filter's suggestions
 

@@ -246,6 +246,10 @@ TOOLBAY_HTTP_MAX_CONNECTIONS = env_int("TOOLBAY_HTTP_MAX_CONNECTIONS", 100, mini
 # periodic re-import by `manage.py listen_upstreams` (0: only on list_changed and by hand).
 TOOLBAY_UPSTREAM_TIMEOUT_SECONDS = env_float("TOOLBAY_UPSTREAM_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS", 300.0, minimum=0.0)
+# Resources: the largest static content stored in the database (text or binary), and how
+# much static content each process keeps in memory to serve resources/read without a query.
+TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)
+TOOLBAY_RESOURCE_CACHE_BYTES = env_int("TOOLBAY_RESOURCE_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 
 # --- Audit -------------------------------------------------------------------------
 # Record one Invocation row per tools/call (turned off only to measure what it costs).

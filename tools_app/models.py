@@ -1,13 +1,14 @@
 """Every model of the tools app, for Django's registry (app label ``tools_app``).
 
-Each model lives with the part that owns it: the catalog (``Tool``, ``AccessRule``), runs
-(``ToolRun``) and backends (``BackendSecret``, ``UpstreamServer``). Import them from there;
-this module only makes Django find them.
+Each model lives with the part that owns it: the catalog (``Tool``, ``Resource``,
+``ResourceTemplate``, ``Prompt``, ``AccessRule``), runs (``ToolRun``) and backends
+(``BackendSecret``, ``UpstreamServer``). Import them from there; this module only makes
+Django find them.
 """
 
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.upstream.models import UpstreamServer
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.runs.models import ToolRun
 
-__all__ = ["AccessRule", "BackendSecret", "Tool", "ToolRun", "UpstreamServer"]
+__all__ = ["AccessRule", "BackendSecret", "Prompt", "Resource", "ResourceTemplate", "Tool", "ToolRun", "UpstreamServer"]

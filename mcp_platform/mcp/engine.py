@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from mcp_platform.mcp import jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.calls import Layer, Relayed, Stream, StreamCallLink, request_key
 from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.features import CAPABILITIES, legacy
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
@@ -67,6 +68,7 @@ class Engine:
             "tasks/list": self._tasks_list,
             "tasks/cancel": self._tasks_cancel,
         }
+        self._methods.update(legacy.methods(self))  # resources, prompts, completion
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -90,6 +92,7 @@ class Engine:
                 "tools": {"listChanged": True},
                 "logging": {},
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
+                **CAPABILITIES,
             },
             "serverInfo": {"name": self.config.server_name, "version": self.config.server_version},
         }
@@ -202,21 +205,7 @@ class Engine:
             raise JsonRpcError(METHOD_NOT_FOUND, f"Tool '{name}' must be called as a task (add params.task)")
         if task is not None and support == "forbidden":
             raise JsonRpcError(METHOD_NOT_FOUND, f"Tool '{name}' does not support task-augmented calls")
-        meta = params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, dict) else None
-        link = StreamCallLink(
-            stream,
-            cancel_grace=self.config.cancel_grace,
-            redis=self.redis,
-            layer=self.layer,
-            request_id=message.id,
-            progress_token=token if jsonrpc.is_valid_id(token) else None,
-            client_capabilities=session.client_capabilities,
-            client_info=session.client_info,
-            log_level=session.log_level,
-            request_timeout=self.config.client_request_timeout,
-            protocol_version=session.protocol_version,
-        )
+        link = self.call_link(session, message, stream)
         if task is not None:
             ttl = task.get("ttl")
             if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0):
@@ -234,6 +223,25 @@ class Engine:
         if result is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         return result
+
+    def call_link(self, session: Session, message: Message, stream: Stream) -> StreamCallLink:
+        """The link of a request that runs here and may talk to its client on its stream
+        (progress, logs, elicitation, sampling): a tool call, a prompt, a read."""
+        meta = message.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, dict) else None
+        return StreamCallLink(
+            stream,
+            cancel_grace=self.config.cancel_grace,
+            redis=self.redis,
+            layer=self.layer,
+            request_id=message.id,
+            progress_token=token if jsonrpc.is_valid_id(token) else None,
+            client_capabilities=session.client_capabilities,
+            client_info=session.client_info,
+            log_level=session.log_level,
+            request_timeout=self.config.client_request_timeout,
+            protocol_version=session.protocol_version,
+        )
 
     # --- tasks (2025-11-25, experimental) ----------------------------------------------
 

@@ -1,10 +1,13 @@
-"""What the MCP engine needs from the platform: identities and tools.
+"""What the MCP engine needs from the platform: identities, tools, resources, prompts and
+completions.
 
 The engine knows nothing about tenants, models or backends; ``tools_app`` implements this.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from mcp_platform.mcp.calls import CallLink
@@ -29,6 +32,18 @@ class Identity(Protocol):
     @property
     def label(self) -> str:
         """How operators see the credential (never the secret itself)."""
+
+
+@dataclass(frozen=True)
+class Requester:
+    """Where a read or a prompt request comes from, beyond the identity: for the audit row,
+    and ``link``, through which a handler may ask the client (elicitation, sampling) as a
+    tool call does: a request on the POST stream (legacy), a multi-round result (2026-07-28)."""
+
+    session_id: str = ""
+    client_info: Mapping[str, Any] = field(default_factory=dict)
+    protocol_version: str = ""
+    link: CallLink | None = None
 
 
 # The engine hands each host method the identity that host's authenticate() returned, so a
@@ -94,3 +109,37 @@ class ToolHost(Protocol[IdentityT]):
         """A CallToolResult, or None when the caller has no such tool (missing or forbidden).
         When ``link.may_become_task``, the host may make the call a task and return its
         CreateTaskResult (``resultType: "task"``) instead."""
+
+    # --- resources, prompts, completion (era-agnostic; see mcp_platform.mcp.features) ---------
+
+    async def visible_digests(self, identity: IdentityT) -> Mapping[str, str]:
+        """A fingerprint per list ("tools", "resources" with templates, "prompts"); each changes
+        exactly when that list as the caller sees it does."""
+
+    async def list_resources(self, identity: IdentityT) -> list[dict[str, Any]]:
+        """The caller's visible resources as MCP Resource objects, in a stable order."""
+
+    async def list_resource_templates(self, identity: IdentityT) -> list[dict[str, Any]]:
+        """The caller's visible resource templates as MCP ResourceTemplate objects, in a stable order."""
+
+    async def resource_exists(self, identity: IdentityT, uri: str) -> bool:
+        """Whether the caller may read ``uri`` (a visible resource, or a visible template matches it)."""
+
+    async def read_resource(self, identity: IdentityT, uri: str, requester: Requester) -> dict[str, Any] | None:
+        """A ReadResourceResult with at least one content; None when the caller has no such
+        resource (missing and forbidden look the same). Raises JsonRpcError when reading fails."""
+
+    async def list_prompts(self, identity: IdentityT) -> list[dict[str, Any]]:
+        """The caller's visible prompts as MCP Prompt objects, in a stable order."""
+
+    async def get_prompt(
+        self, identity: IdentityT, name: str, arguments: dict[str, str], requester: Requester
+    ) -> dict[str, Any] | None:
+        """A GetPromptResult; None when the caller has no such prompt. Raises JsonRpcError
+        (-32602 for missing required arguments)."""
+
+    async def complete(
+        self, identity: IdentityT, ref: Mapping[str, Any], argument: str, value: str, context: Mapping[str, str]
+    ) -> dict[str, Any] | None:
+        """A Completion ({values, total?, hasMore?}) for an argument of a prompt (ref/prompt) or
+        a variable of a resource template (ref/resource); None when the caller has no such ref."""

@@ -30,6 +30,8 @@ class MessageType(StrEnum):
     SESSION_ENDED = "session.ended"
     # To every stream hub holding a tenant's streams: a 2026-07-28 task changed its state.
     TASK_CHANGED = "task.changed"
+    # To every stream hub holding a tenant's streams: a resource's content changed.
+    RESOURCE_UPDATED = "resource.updated"
 
 
 def mcp_cancel() -> dict[str, Any]:
@@ -43,6 +45,11 @@ def mcp_reply(reply: dict[str, Any]) -> dict[str, Any]:
 def catalog_changed(tenant_id: int | None) -> dict[str, Any]:
     """``tenant_id`` None: every tenant's catalog."""
     return {"type": MessageType.CATALOG_CHANGED, "tenant_id": tenant_id}
+
+
+def resource_updated(tenant_id: int | None, uri: str) -> dict[str, Any]:
+    """``tenant_id`` None: a platform resource (every tenant's sessions may read it)."""
+    return {"type": MessageType.RESOURCE_UPDATED, "tenant_id": tenant_id, "uri": uri}
 
 
 def session_events(tenant_id: int, session_id: str) -> dict[str, Any]:

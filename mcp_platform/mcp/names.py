@@ -66,3 +66,8 @@ def session_digest_key(session_id: str) -> str:
 def request_state_key(nonce: str) -> str:
     """Marks a multi-round requestState as used (see request_state.py)."""
     return f"{PREFIX}:request-state:{nonce}"
+
+
+def subscriptions_key(session_id: str) -> str:
+    """Set of the resource URIs a session subscribed to (resources/subscribe)."""
+    return f"{PREFIX}:subs:{session_id}"

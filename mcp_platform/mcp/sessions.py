@@ -50,6 +50,8 @@ class LiveSession:
 
 # Last-seen times are for operators, so they are written at most this often per session.
 TOUCH_INTERVAL_SECONDS = 30.0
+# A session's resources/subscribe set is bounded, so one client cannot grow Redis without end.
+MAX_SUBSCRIPTIONS = 1000
 
 
 def _retrieve(answer: asyncio.Future[list[Any]]) -> None:
@@ -102,8 +104,37 @@ class SessionStore:
         return True
 
     async def touch(self, session: Session) -> None:
-        """Record activity for the live sessions view (see ``touch_due``)."""
-        await self._redis.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
+        """Record activity for the live sessions view (see ``touch_due``); the session's
+        subscriptions live as long as the session does."""
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
+        pipe.expire(names.subscriptions_key(session.id), self.idle_seconds)
+        await pipe.execute()
+
+    async def subscribe(self, session: Session, uri: str) -> bool:
+        """Add ``uri`` to the session's subscriptions; False when it holds MAX_SUBSCRIPTIONS already."""
+        key = names.subscriptions_key(session.id)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.scard(key)
+        pipe.sismember(key, uri)
+        count, present = await pipe.execute()
+        if not present and count >= MAX_SUBSCRIPTIONS:
+            return False
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.sadd(key, uri)
+        pipe.expire(key, self.idle_seconds)
+        await pipe.execute()
+        return True
+
+    async def unsubscribe(self, session: Session, uri: str) -> None:
+        await self._redis.srem(names.subscriptions_key(session.id), uri)
+
+    async def subscribed(self, session_ids: list[str], uri: str) -> list[bool]:
+        """For each session, whether it subscribed to ``uri`` (one pipeline)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id in session_ids:
+            pipe.sismember(names.subscriptions_key(session_id), uri)
+        return [bool(answer) for answer in await pipe.execute()]
 
     async def live(self, tenant_id: int) -> list[LiveSession]:
         """The tenant's sessions that still exist, most recently seen first."""
@@ -146,5 +177,6 @@ class SessionStore:
         pipe = self._redis.pipeline(transaction=False)
         pipe.delete(names.session_key(session.id))
         pipe.zrem(names.tenant_sessions_key(session.tenant_id), session.id)
-        deleted, _ = await pipe.execute()
+        pipe.delete(names.subscriptions_key(session.id))
+        deleted, _, _ = await pipe.execute()
         return bool(deleted)

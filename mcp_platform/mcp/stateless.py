@@ -18,8 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_platform.mcp import jsonrpc, loglevels
+from mcp_platform.mcp import features, jsonrpc, loglevels
 from mcp_platform.mcp.calls import (
+    CallLink,
     InputRequired,
     InputRound,
     MissingClientCapability,
@@ -28,7 +29,9 @@ from mcp_platform.mcp.calls import (
     Stream,
 )
 from mcp_platform.mcp.cursor import CursorCodec
-from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.features import completion, prompts, resources
+from mcp_platform.mcp.features.paging import Pager
+from mcp_platform.mcp.host import Identity, Requester, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, JsonRpcError, Message
 from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.versions import (
@@ -135,11 +138,21 @@ class StatelessEngine:
             "tasks/get": self._tasks_get,
             "tasks/update": self._tasks_update,
             "tasks/cancel": self._tasks_cancel,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._resources_read,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
         }
+        self.pager = Pager(cursors, config.page_size)
 
     def capabilities(self) -> dict[str, Any]:
+        # resources.subscribe: listen streams take resourceSubscriptions (there is no
+        # resources/subscribe method in this revision).
         return {
             "tools": {"listChanged": True},
+            **features.CAPABILITIES,
             "logging": {},
             "extensions": {TASKS_EXTENSION: {}},
         }
@@ -164,16 +177,18 @@ class StatelessEngine:
             return JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
         if result is None:
             return None
-        return jsonrpc.result(message.id, self.complete(message.method, result))
+        retry = "inputResponses" in message.params or "requestState" in message.params
+        return jsonrpc.result(message.id, self.complete(message.method, result, cacheable=not retry))
 
-    def complete(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
-        """The result as the revision shapes it: resultType, serverInfo, caching hints."""
+    def complete(self, method: str, result: dict[str, Any], *, cacheable: bool = True) -> dict[str, Any]:
+        """The result as the revision shapes it: resultType, serverInfo, caching hints (not
+        on a multi-round retry, whose answer depends on what the client said)."""
         shaped = dict(result)
         shaped.setdefault("resultType", "complete")
         meta = dict(shaped.get("_meta") or {})
         meta[SERVER_INFO_META_KEY] = self.server_info
         shaped["_meta"] = meta
-        if method in CACHED_METHODS and shaped["resultType"] == "complete":
+        if cacheable and method in CACHED_METHODS and shaped["resultType"] == "complete":
             shaped["ttlMs"] = self.config.cache_ttl_ms
             shaped["cacheScope"] = "private"  # every list depends on the tenant and the credential
         return shaped
@@ -185,26 +200,11 @@ class StatelessEngine:
     ) -> dict[str, Any]:
         return {"supportedVersions": list(MODERN), "capabilities": self.capabilities()}
 
-    def _offset(self, message: Message, scope: str) -> int:
-        cursor = message.params.get("cursor")
-        if cursor is None:
-            return 0
-        try:
-            return self.cursors.decode(cursor, scope=scope)
-        except (ValueError, TypeError):
-            raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
-
     async def _tools_list(
         self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
     ) -> dict[str, Any]:
-        scope = f"tools/list:{identity.subject}"
-        offset = self._offset(message, scope)
         tools = await self.host.list_tools(identity)
-        end = offset + self.config.page_size
-        result: dict[str, Any] = {"tools": tools[offset:end]}
-        if end < len(tools):
-            result["nextCursor"] = self.cursors.encode(end, scope=scope)
-        return result
+        return self.pager.page(tools, message.params, key="tools", scope=f"tools/list:{identity.subject}")
 
     async def _tools_call(
         self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
@@ -222,8 +222,33 @@ class StatelessEngine:
         tasks = envelope.has_extension(TASKS_EXTENSION)
         if support == "required" and not tasks:
             raise missing_capability(TASKS_EXTENSION)
-        answers = await self._answers(identity, message)
-        input_round = InputRound(answers)
+
+        async def call(link: CallLink) -> dict[str, Any] | Relayed:
+            result = await self.host.call_tool(identity, name, arguments, link)
+            if result is None:
+                raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+            return result
+
+        # A legacy `task` param means nothing here: the server decides, for clients with tasks.
+        return await self.multi_round(
+            identity, message, envelope, stream, call, may_become_task=tasks and support in ("optional", "required")
+        )
+
+    async def multi_round(
+        self,
+        identity: Identity,
+        message: Message,
+        envelope: Envelope,
+        stream: ResponseStream,
+        run: Callable[[CallLink], Awaitable[dict[str, Any] | Relayed]],
+        *,
+        may_become_task: bool = False,
+    ) -> dict[str, Any] | None:
+        """Run one round of a request that may ask its client (tools/call, prompts/get,
+        resources/read): ``run`` gets the link its handler talks through, with the answers
+        of earlier rounds. Its result; ``input_required`` when the handler asked for more;
+        None when the client went away (the request is cancelled)."""
+        input_round = InputRound(await self._answers(identity, message))
         link = StatelessCallLink(
             stream,
             request_id=message.id,
@@ -234,10 +259,9 @@ class StatelessEngine:
             protocol_version=envelope.protocol_version,
             input_round=input_round,
             cancel_grace=self.config.cancel_grace,
-            # A legacy `task` param means nothing here: the server decides, for clients with tasks.
-            may_become_task=tasks and support in ("optional", "required"),
+            may_become_task=may_become_task,
         )
-        call = asyncio.ensure_future(self.host.call_tool(identity, name, arguments, link))
+        call = asyncio.ensure_future(run(link))
         link.watch(call)
         stream.on_disconnect(link.cancel)
         try:
@@ -250,8 +274,6 @@ class StatelessEngine:
             result = call.result()
         except InputRequired:
             return self._input_required(identity, message, input_round.answers, input_round.pending)
-        if result is None:
-            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         if isinstance(result, Relayed):
             return self._relayed(identity, message, input_round.answers, result)
         return result
@@ -310,6 +332,54 @@ class StatelessEngine:
         if not await self.host.stop_task(identity, self._task_id(message, envelope)):
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
         return {}  # the same acknowledgement for a task that had already ended
+
+    # --- resources, prompts, completion (mcp_platform.mcp.features) --------------------
+
+    async def _resources_list(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        return await resources.list_resources(self.host, identity, message.params, self.pager)
+
+    async def _templates_list(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        return await resources.list_templates(self.host, identity, message.params, self.pager)
+
+    async def _resources_read(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any] | None:
+        async def read(link: CallLink) -> dict[str, Any]:
+            try:
+                return await resources.read(self.host, identity, message.params, self._requester(envelope, link))
+            except JsonRpcError as exc:
+                if exc.code != resources.RESOURCE_NOT_FOUND:
+                    raise
+                # This revision answers an unknown resource as invalid params (SEP-2164).
+                raise JsonRpcError(INVALID_PARAMS, exc.message, data=exc.data) from None
+
+        return await self.multi_round(identity, message, envelope, stream, read)
+
+    async def _prompts_list(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        return await prompts.list_prompts(self.host, identity, message.params, self.pager)
+
+    async def _prompts_get(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any] | None:
+        async def get(link: CallLink) -> dict[str, Any]:
+            return await prompts.get(self.host, identity, message.params, self._requester(envelope, link))
+
+        return await self.multi_round(identity, message, envelope, stream, get)
+
+    async def _complete(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+    ) -> dict[str, Any]:
+        return await completion.complete(self.host, identity, message.params)
+
+    @staticmethod
+    def _requester(envelope: Envelope, link: CallLink) -> Requester:
+        return Requester(client_info=envelope.client_info, protocol_version=envelope.protocol_version, link=link)
 
     # --- multi-round requests ----------------------------------------------------------
 

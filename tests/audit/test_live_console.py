@@ -172,7 +172,7 @@ def test_operator_uses_the_console_in_a_browser(site: dict) -> None:
             page.click("#filters button[type=submit]")
             page.wait_for_url("**outcome=error**")
             assert rows.count() > 0
-            assert set(page.locator("#invocations tbody tr td:nth-child(3)").all_inner_texts()) == {"search_docs v2"}
+            assert set(page.locator("#invocations tbody tr td:nth-child(4)").all_inner_texts()) == {"search_docs v2"}
             assert set(page.locator("#invocations .badge").all_inner_texts()) == {"Tool error"}
 
             # The filtered set as CSV: streamed by uvicorn through the ASGI path.

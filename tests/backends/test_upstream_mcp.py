@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from tests.backends.conftest import call, text_of
 from tests.backends.upstream_server import SdkUpstream
 from tests.poll import wait_for
+from tools_app.backends.upstream import backend as upstream_backend
 from tools_app.backends.upstream.client import UpstreamSession
 from tools_app.backends.upstream.federation import (
     UpstreamRefreshError,
@@ -23,7 +24,8 @@ from tools_app.backends.upstream.federation import (
 )
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import secret_set
-from tools_app.catalog.models import Tool
+from tools_app.catalog.models import Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec
 
 TOKEN = "up-token-5b7e1c9a"
 # The test upstream logs with ctx.info, which the SDK marks deprecated for 2026-07-28.
@@ -312,3 +314,46 @@ def test_a_secret_in_use_by_an_upstream_cannot_be_deleted(db):
     UpstreamServer.objects.create(name="up", url="https://up.example/mcp", auth="bearer", secret=secret)
     with pytest.raises(RestrictedError):
         secret.delete()
+
+
+def test_resources_templates_and_prompts_are_mirrored_when_asked(register, upstream):
+    server = register(import_resources_and_prompts=True, tags=["up"])
+    report = upstream_refresh(upstream_id=server.pk)
+    assert {"resource up://readme", "resource template up://items/{item}", "prompt greet"} <= set(report.added)
+    readme = Resource.objects.get(uri="up://readme")
+    assert (readme.name, readme.mime_type, readme.tags, readme.backend_kind) == (
+        "up.readme",
+        "text/plain",
+        ["up"],
+        "upstream_mcp",
+    )
+    assert readme.backend_config == {"upstream": server.pk, "uri": "up://readme"}
+    template = ResourceTemplate.objects.get(name="up.item")
+    assert template.uri_template == "up://items/{item}"
+    prompt = Prompt.objects.get(name="up.greet")
+    assert prompt.arguments == [{"name": "who", "required": True}] and prompt.description == "Greets someone."
+
+    # Reads, gets and completions go to the upstream.
+    contents = async_to_sync(upstream_backend.read_resource)(ResourceSpec.from_model(readme), "up://readme", {})
+    assert contents == [{"uri": "up://readme", "mimeType": "text/plain", "text": "Read me first."}]
+    item = async_to_sync(upstream_backend.read_resource)(
+        TemplateSpec.from_model(template), "up://items/7", {"item": "7"}
+    )
+    assert item[0]["text"] == '{"item": "7"}'
+    got = async_to_sync(upstream_backend.get_prompt)(PromptSpec.from_model(prompt), {"who": "Ada"})
+    assert got["messages"][0]["content"]["text"] == "Say hello to Ada."
+    completion = async_to_sync(upstream_backend.complete)(PromptSpec.from_model(prompt), "who", "a", {})
+    assert completion["values"] == ["ada", "alan"]
+
+    # A second refresh changes nothing; an admin's choices (enabled, tags) are kept.
+    Resource.objects.filter(pk=readme.pk).update(enabled=False, tags=["mine"])
+    again = upstream_refresh(upstream_id=server.pk)
+    assert again.added == [] and again.updated == []
+    readme.refresh_from_db()
+    assert readme.enabled is False and readme.tags == ["mine"]
+
+
+def test_resources_and_prompts_are_left_alone_unless_imported(register):
+    server = register()
+    upstream_refresh(upstream_id=server.pk)
+    assert not Resource.objects.exists() and not Prompt.objects.exists() and not ResourceTemplate.objects.exists()

@@ -42,6 +42,7 @@ class RecordingServer(MCPServer):
         super().__init__(*args, **kwargs)
         self.sessions: set[Any] = set()
         self.cancelled_naps = 0
+        self.readme_text = "Read me first."
 
     async def _handle_list_tools(self, ctx: Any, params: Any) -> Any:
         self.sessions.add(ctx.session)
@@ -90,6 +91,26 @@ def build_server() -> RecordingServer:
         if isinstance(answer, AcceptedElicitation):
             return f"hello {answer.data.name}"
         return f"no answer ({answer.action})"
+
+    @server.resource("up://readme", name="readme", description="The upstream's readme.", mime_type="text/plain")
+    def readme() -> str:
+        return server.readme_text
+
+    @server.resource("up://items/{item}", name="item", description="One item.", mime_type="application/json")
+    def item(item: str) -> str:
+        return f'{{"item": "{item}"}}'
+
+    @server.prompt(description="Greets someone.")
+    def greet(who: str) -> str:
+        return f"Say hello to {who}."
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Any:
+        from mcp_types import Completion
+
+        if argument.name == "who":
+            return Completion(values=[v for v in ("ada", "alan", "grace") if v.startswith(argument.value)])
+        return None
 
     def weird(x: int) -> int:
         return x

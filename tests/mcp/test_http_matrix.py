@@ -161,7 +161,7 @@ def test_ping_set_level_and_unknown_method(alpha):
     assert alpha.request("logging/setLevel", {"level": "debug"})["result"] == {}
     bad_level = alpha.request("logging/setLevel", {"level": "loud"})
     assert bad_level["error"]["code"] == -32602
-    unknown = alpha.request("resources/list")
+    unknown = alpha.request("unknown/method")
     assert unknown["error"]["code"] == -32601
 
 

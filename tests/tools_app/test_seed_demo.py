@@ -11,7 +11,9 @@ from django.core.management import call_command
 
 from tenants.models import Membership, Tenant
 from tests.credentials import principal_of, visible
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.selectors import catalog_snapshot
+from tools_app.catalog.visibility import visible_entries
 from tools_app.packs import PACKS
 
 
@@ -29,11 +31,15 @@ def no_admin_password(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_seed_demo_is_idempotent(db: Any, no_admin_password: None) -> None:
     first = seed()
     tools = dict(Tool.objects.values_list("name", "version"))
+    others = [set(model.objects.values_list("pk", "version")) for model in (Resource, ResourceTemplate, Prompt)]
     rules = AccessRule.objects.count()
     seed()
     assert dict(Tool.objects.values_list("name", "version")) == tools
-    assert Tool.objects.count() == len(tools) == sum(len(pack) for pack in PACKS.values())
+    assert Tool.objects.count() == len(tools) == sum(len(pack.tools) for pack in PACKS.values())
     assert set(tools.values()) == {1}
+    assert [set(model.objects.values_list("pk", "version")) for model in (Resource, ResourceTemplate, Prompt)] == others
+    assert Resource.objects.count() == sum(len(pack.resources) for pack in PACKS.values())
+    assert Prompt.objects.count() == sum(len(pack.prompts) for pack in PACKS.values())
     assert AccessRule.objects.count() == rules
     assert get_user_model().objects.filter(username="admin").count() == 1
     assert "password (generated, shown only now)" in first
@@ -52,8 +58,25 @@ def test_seed_demo_creates_the_tenants(db: Any, no_admin_password: None) -> None
 def test_seeded_packs_are_granted_to_their_tenants(db: Any, no_admin_password: None) -> None:
     seed()
     conformance = Tenant.objects.get(slug="conformance")
-    names = {t.name for t in visible(principal_of(conformance))}
-    assert names == {d.name for d in PACKS["conformance"]}
+    principal = principal_of(conformance)
+    names = {t.name for t in visible(principal)}
+    assert names == {d.name for d in PACKS["conformance"].tools}
+    snapshot = catalog_snapshot(conformance.pk)
+    pack = PACKS["conformance"]
+    assert {r.uri for r in visible_entries(snapshot.resources, snapshot.rules, principal)} == {
+        d.uri for d in pack.resources
+    }
+    assert {t.name for t in visible_entries(snapshot.templates, snapshot.rules, principal)} == {
+        d.name for d in pack.templates
+    }
+    assert {p.name for p in visible_entries(snapshot.prompts, snapshot.rules, principal)} == {
+        d.name for d in pack.prompts
+    }
+    demo = principal_of(Tenant.objects.get(slug="demo"))
+    demo_snapshot = catalog_snapshot(demo.tenant_id)
+    assert {p.name for p in visible_entries(demo_snapshot.prompts, demo_snapshot.rules, demo)} == {
+        d.name for d in PACKS["demo"].prompts
+    }
 
 
 def test_seed_demo_keeps_existing_objects(db: Any, no_admin_password: None) -> None:

@@ -1,6 +1,10 @@
 """Tool backends: each kind is a module with the same small interface, registered here.
 
 ``validate_config(config)`` raises ``BackendConfigError`` with a message for the admin;
+modules that also serve resources and prompts add ``validate_resource_config``
+(``validate_template_config`` where templates differ), ``validate_prompt_config``, and
+``async read_resource(entry, uri, variables)``, ``async get_prompt(prompt, arguments)`` and
+``async complete(entry, argument, value, context)``;
 ``async call(tool, arguments, ctx)`` returns the handler's output (normalized later) or
 raises ``ToolError`` (a message for the model) or ``BackendError`` (with ``retryable``).
 A backend that runs blocking code in a thread marks ``ctx.blocking`` and sets
@@ -34,6 +38,20 @@ def backend_for(kind: str) -> ModuleType:
         raise BackendConfigError(f"unknown backend kind {kind!r}") from None
 
 
+# Which check of a module's settings applies when it serves a resource, a template or a prompt.
+FEATURE_CHECKS = {
+    "resource": "validate_resource_config",
+    "template": "validate_template_config",
+    "prompt": "validate_prompt_config",
+}
+
 for _name, _module in BACKENDS.items():
     _hooks = {hook: getattr(_module, hook) for hook in ("check_references", "config_choices") if hasattr(_module, hook)}
-    backend_kinds.register(backend_kinds.BackendKind(name=_name, validate_config=_module.validate_config, **_hooks))
+    _features = {
+        feature: getattr(_module, check, None) or _module.validate_resource_config
+        for feature, check in FEATURE_CHECKS.items()
+        if hasattr(_module, check) or (feature == "template" and hasattr(_module, "validate_resource_config"))
+    }
+    backend_kinds.register(
+        backend_kinds.BackendKind(name=_name, validate_config=_module.validate_config, features=_features, **_hooks)
+    )

@@ -1,4 +1,4 @@
-"""Admin screens for tools and access rules.
+"""Admin screens for tools, resources, resource templates, prompts and access rules.
 
 Scoping follows ``tenants.admin.TenantScopedAdmin``: platform admins (superusers) see
 everything; a tenant admin sees and edits only their tenants' private tools and the
@@ -21,9 +21,9 @@ from django.utils.safestring import SafeString
 
 from tenants.admin import TenantScopedAdmin
 from tenants.scope import tenant_scope
-from tools_app.catalog.forms import AccessRuleForm, ToolForm
-from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.spec import ToolSpec
+from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 PREVIEW_STYLE = (
     "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap; "
@@ -154,9 +154,11 @@ class AccessRuleAdmin(TenantScopedAdmin):
     tenant_id_attr = "owner_id"
 
     form = AccessRuleForm
-    list_display = ("__str__", "effect", "target", "applies_to", "managed_by", "narrowed_to", "note", "updated_at")
+    list_display = (
+        "__str__", "effect", "kind", "target", "applies_to", "managed_by", "narrowed_to", "note", "updated_at",
+    )  # fmt: skip
     list_display_links = ("__str__",)
-    list_filter = ("effect", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_filter = ("effect", "kind", ("tenant", admin.RelatedOnlyFieldListFilter))
     search_fields = ("tool__name", "tool_pattern", "note", "tenant__slug")
     list_select_related = ("tool", "tenant", "owner")
     autocomplete_fields = ("tool", "tenant", "owner", "api_keys")
@@ -165,9 +167,11 @@ class AccessRuleAdmin(TenantScopedAdmin):
         (
             None,
             {
-                "fields": ("effect", "tool", "tool_pattern"),
-                "description": "Target one tool, or tools by pattern: a glob on names ('demo.*', '*', or an "
-                "exact name) or tag:<label>. Deny wins over allow; with no matching allow a tool is hidden.",
+                "fields": ("effect", "tool", "kind", "tool_pattern"),
+                "description": "Target one tool, or by pattern what 'kind' names (tools, resources with "
+                "resource templates, prompts, or all): a glob on names ('demo.*', '*', or an exact name; "
+                "resources also match by URI) or tag:<label>. Deny wins over allow; with no matching allow "
+                "it is hidden.",
             },
         ),
         ("Who it applies to", {"fields": ("tenant", "owner", "api_keys", "scopes")}),
@@ -227,3 +231,111 @@ class AccessRuleAdmin(TenantScopedAdmin):
         parts = [f"key {key.name}" for key in obj.api_keys.all()]
         parts += [f"scope {scope}" for scope in obj.scopes or []]
         return ", ".join(parts) or "-"
+
+
+class _EntryAdmin(TenantScopedAdmin):
+    """What the resource, template and prompt screens share with the tool screen."""
+
+    list_select_related = ("tenant",)
+    autocomplete_fields = ("tenant",)
+    list_filter = ("enabled", "backend_kind", ("tenant", admin.RelatedOnlyFieldListFilter))
+    history: Any = ("History", {"fields": ("version", "created_at", "updated_at")})
+    preview_label = "MCP preview"
+    spec: Any = None
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        if tenant_scope(request).platform:
+            return (CatalogFilter, *self.list_filter)
+        return self.list_filter
+
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
+        _require_tenant_for_tenant_admins(db_field, request, kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:
+            return fieldsets
+        return (*fieldsets, (self.preview_label, {"fields": ("mcp_preview",)}))
+
+    @admin.display(description="Catalog", ordering="tenant__slug")
+    def catalog(self, obj: Any) -> str:
+        return "platform" if obj.tenant_id is None else f"private: {obj.tenant}"
+
+    @admin.display(description="What clients see")
+    def mcp_preview(self, obj: Any) -> SafeString | str:
+        saved = type(obj).objects.filter(pk=obj.pk).first() if obj.pk is not None else None
+        if saved is None:
+            return "Save it to see its preview."
+        text = json.dumps(self.spec.from_model(saved).wire, indent=2, ensure_ascii=False)
+        note = "" if saved.enabled else "Disabled: clients do not see it until it is enabled."
+        return format_html('<pre class="mcp-preview" style="{}">{}</pre>{}', PREVIEW_STYLE, text, note)
+
+
+@admin.register(Resource)
+class ResourceAdmin(_EntryAdmin):
+    form = ResourceForm
+    spec = ResourceSpec
+    list_display = ("uri", "name", "catalog", "mime_type", "backend_kind", "size", "enabled", "version", "updated_at")
+    search_fields = ("uri", "name", "title", "description", "tenant__slug")
+    readonly_fields = ("size", "last_modified", "version", "created_at", "updated_at", "mcp_preview")
+    fieldsets = (
+        (None, {"fields": ("tenant", "uri", "name", "title", "description", "mime_type", "enabled")}),
+        (
+            "Content",
+            {
+                "fields": ("backend_kind", "text", "upload", "clear_blob", "backend_config", "timeout_seconds"),
+                "description": "Static content is stored here (text, or an uploaded file) and served as it is; "
+                "saving new content notifies the clients subscribed to this URI. Other backends read it on "
+                "demand.",
+            },
+        ),
+        ("Annotations and presentation", {"fields": ("audience", "priority", "icons", "tags")}),
+        ("History", {"fields": ("size", "last_modified", "version", "created_at", "updated_at")}),
+    )
+
+
+@admin.register(ResourceTemplate)
+class ResourceTemplateAdmin(_EntryAdmin):
+    form = ResourceTemplateForm
+    spec = TemplateSpec
+    list_display = ("name", "uri_template", "catalog", "backend_kind", "enabled", "version", "updated_at")
+    search_fields = ("name", "uri_template", "title", "description", "tenant__slug")
+    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "uri_template", "title", "description", "mime_type", "enabled")}),
+        (
+            "Backend",
+            {
+                "fields": ("backend_kind", "backend_config", "timeout_seconds", "completions"),
+                "description": "The template's variables (RFC 6570) are handed to the backend on every read.",
+            },
+        ),
+        ("Annotations and presentation", {"fields": ("audience", "priority", "icons", "tags")}),
+        _EntryAdmin.history,
+    )
+
+
+@admin.register(Prompt)
+class PromptAdmin(_EntryAdmin):
+    form = PromptForm
+    spec = PromptSpec
+    list_display = ("name", "title", "catalog", "backend_kind", "enabled", "version", "updated_at")
+    search_fields = ("name", "title", "description", "tenant__slug")
+    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "title", "description", "enabled")}),
+        ("Arguments and messages", {"fields": ("arguments", "messages", "completions")}),
+        (
+            "Backend",
+            {
+                "fields": ("backend_kind", "backend_config", "timeout_seconds"),
+                "description": "Keep 'Messages written here' to render the messages above; another backend "
+                "produces the messages itself.",
+            },
+        ),
+        ("Presentation", {"fields": ("icons", "tags")}),
+        _EntryAdmin.history,
+    )

@@ -34,13 +34,15 @@ class BackendKind:
     ``check_references(config, tenant_id=...)`` raises it when they name something (a
     secret, an upstream server) the tool's tenant does not have; ``config_choices()`` maps
     a setting to the values it may take (the python backend's registered handler names),
-    for forms to offer as a select.
+    for forms to offer as a select. ``features`` maps what else the kind can serve
+    (``resource``, ``template``, ``prompt``) to the check of its settings for that use.
     """
 
     name: str
     validate_config: Callable[[dict[str, Any]], None]
     check_references: Callable[..., None] = _no_references
     config_choices: Callable[[], dict[str, list[str]]] = field(default=_no_choices)
+    features: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
 
 
 _kinds: dict[str, BackendKind] = {}
@@ -64,13 +66,22 @@ def config_choices(name: str, setting: str) -> list[str]:
     return kind.config_choices().get(setting, []) if kind is not None else []
 
 
-def backend_config_errors(kind_name: str, config: Any, *, tenant_id: int | None) -> list[str]:
-    """Problems with a tool's backend settings; [] when they are usable."""
+FEATURE_LABELS = {"tool": "tools", "resource": "resources", "template": "resource templates", "prompt": "prompts"}
+
+
+def backend_config_errors(kind_name: str, config: Any, *, tenant_id: int | None, feature: str = "tool") -> list[str]:
+    """Problems with the backend settings of a tool (or a resource, template or prompt:
+    ``feature``); [] when they are usable."""
     if not isinstance(config, dict):
         return ["The backend configuration must be a JSON object."]
     try:
         kind = kind_for(kind_name)
-        kind.validate_config(config)
+        if feature == "tool":
+            kind.validate_config(config)
+        elif feature in kind.features:
+            kind.features[feature](config)
+        else:
+            raise BackendConfigError(f"the {kind_name} backend cannot serve {FEATURE_LABELS[feature]}")
         kind.check_references(config, tenant_id=tenant_id)
     except BackendConfigError as exc:
         return [str(exc)]

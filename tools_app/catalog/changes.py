@@ -1,4 +1,5 @@
-"""Catalog change fan-out: after a commit, tell every process which tenants' views moved.
+"""Catalog change fan-out: after a commit, tell every process which tenants' views moved
+(and which resources' content changed, for the sessions subscribed to them).
 
 Any write that can change what a credential sees calls ``catalog_changed``. Nothing is
 sent until the transaction commits, nothing for a rolled-back one, and a transaction that
@@ -78,3 +79,39 @@ def catalog_changed(tenant_id: int | None) -> None:
         connection._toolbay_catalog_pending = pending
         transaction.on_commit(pending)
     pending.tenant_ids.add(tenant_id)
+
+
+def resource_updated(uri: str, *, tenant_id: int | None = None) -> None:
+    """Announce that the content at ``uri`` changed: sessions subscribed to it (and still
+    allowed to read it) get ``notifications/resources/updated``, on every process.
+
+    ``tenant_id`` None reaches every tenant's sessions (a platform resource, or a template
+    shared by all); a tenant's id only that tenant's. Saving a static resource's content
+    calls this by itself; backends whose data changes (a file, an upstream record behind a
+    resource template) call it for the URIs they serve. Sent after the transaction commits.
+    """
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: _announce_update(tenant_id, uri))
+    else:
+        _announce_update(tenant_id, uri)
+
+
+async def aresource_updated(uri: str, *, tenant_id: int | None = None) -> None:
+    """``resource_updated`` for async code (a resource handler, a listener)."""
+    try:
+        await _send_update(tenant_id, uri)
+    except Exception:
+        log.exception("could not announce the update of %s", uri)
+
+
+def _announce_update(tenant_id: int | None, uri: str) -> None:
+    try:
+        async_to_sync(_send_update)(tenant_id, uri)
+    except Exception:  # subscribers then miss this one update; the content itself is saved
+        log.exception("could not announce the update of %s", uri)
+
+
+async def _send_update(tenant_id: int | None, uri: str) -> None:
+    group = names.CATALOG_ALL_GROUP if tenant_id is None else names.tenant_group(tenant_id)
+    await get_channel_layer().group_send(group, messages.resource_updated(tenant_id, uri))

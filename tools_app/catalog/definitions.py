@@ -1,4 +1,5 @@
-"""Tool definitions in code: what a pack offers and ``seed_demo`` installs as ``Tool`` rows."""
+"""Definitions in code: the tools, resources, templates and prompts a pack offers and
+``seed_demo`` installs as catalog rows."""
 
 from __future__ import annotations
 
@@ -20,3 +21,53 @@ class ToolDefinition:
     timeout_seconds: float = 30.0
     execution_mode: str = "inline"
     task_support: str = "forbidden"
+
+
+@dataclass(frozen=True)
+class ResourceDefinition:
+    """A static resource a pack offers (``text``, or ``blob`` for binary content)."""
+
+    uri: str
+    name: str
+    description: str = ""
+    title: str = ""
+    mime_type: str = "text/plain"
+    text: str = ""
+    blob: bytes | None = None
+
+
+@dataclass(frozen=True)
+class ResourceTemplateDefinition:
+    """A resource template a pack serves with a registered resource handler."""
+
+    uri_template: str
+    name: str
+    handler: str
+    description: str = ""
+    title: str = ""
+    mime_type: str = ""
+    completions: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PromptDefinition:
+    """A prompt whose messages are Mustache templates (``tools_app.catalog.prompt_messages``),
+    or, with ``handler``, produced by a registered ``@prompt_handler``."""
+
+    name: str
+    description: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    title: str = ""
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    completions: dict[str, list[str]] = field(default_factory=dict)
+    handler: str = ""
+
+
+@dataclass(frozen=True)
+class Pack:
+    """Everything one pack offers."""
+
+    tools: list[ToolDefinition] = field(default_factory=list)
+    resources: list[ResourceDefinition] = field(default_factory=list)
+    templates: list[ResourceTemplateDefinition] = field(default_factory=list)
+    prompts: list[PromptDefinition] = field(default_factory=list)

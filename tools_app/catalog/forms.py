@@ -1,4 +1,4 @@
-"""Admin forms for tools and access rules."""
+"""Admin forms for tools, resources, resource templates, prompts and access rules."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import json
 from typing import Any, ClassVar, cast
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 
 from tenants.forms import ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -181,6 +182,14 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
         model = AccessRule
         fields = "__all__"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "kind" in self.fields:
+            self.fields["kind"].required = False  # left out (older scripts, a rule on one tool): tools
+
+    def clean_kind(self) -> str:
+        return self.cleaned_data.get("kind") or AccessRule.Kind.TOOL
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
@@ -194,3 +203,81 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
             if strangers:
                 self.add_error("api_keys", f"These keys belong to another tenant: {', '.join(strangers)}.")
         return cleaned
+
+
+def _json(label: str, *, empty: Any, rows: int, help_text: str, required: bool = False) -> PrettyJSONField:
+    return PrettyJSONField(label=label, required=required, empty=empty, rows=rows, help_text=help_text)
+
+
+class _EntryForm(forms.ModelForm[Any]):
+    icons = _json("Icons", empty=[], rows=3, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].')
+    tags = _json("Tags", empty=[], rows=2, help_text='Labels access rules can match with tag:<label>, e.g. ["docs"].')
+    backend_config = _json(
+        "Backend settings",
+        empty={},
+        rows=4,
+        help_text='For the python backend {"handler": "<registered name>"} (optionally "complete": a completion '
+        "handler); for HTTP the same settings as an HTTP tool; upstream entries are written by the import.",
+    )
+
+
+class _AnnotatedForm(_EntryForm):
+    audience = _json("Audience", empty=[], rows=1, help_text='["user"], ["assistant"], both, or empty.')
+
+
+class ResourceForm(_AnnotatedForm):
+    """A resource: its text in a box, binary content as an upload (kept until replaced or cleared)."""
+
+    upload = forms.FileField(
+        required=False,
+        label="Binary content",
+        help_text="Upload a file to serve it as the resource's content (a base64 blob); up to "
+        "TOOLBAY_RESOURCE_MAX_BYTES.",
+    )
+    clear_blob = forms.BooleanField(required=False, label="Remove the binary content (serve the text instead)")
+
+    class Meta:
+        model = Resource
+        exclude = ["blob"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        upload = cleaned.get("upload")
+        if upload is not None:
+            limit = settings.TOOLBAY_RESOURCE_MAX_BYTES
+            if upload.size > limit:
+                self.add_error("upload", f"The file has {upload.size} bytes; the limit is {limit}.")
+            else:
+                self.instance.blob = upload.read()
+        elif cleaned.get("clear_blob"):
+            self.instance.blob = None
+        return cleaned
+
+
+class ResourceTemplateForm(_AnnotatedForm):
+    completions = _json("Completions", empty={}, rows=4, help_text='Values offered per variable: {"id": ["1", "2"]}.')
+
+    class Meta:
+        model = ResourceTemplate
+        fields = "__all__"
+
+
+class PromptForm(_EntryForm):
+    arguments = _json(
+        "Arguments",
+        empty=[],
+        rows=6,
+        help_text='[{"name": "topic", "description": "…", "required": true}, …]; "title" is optional too.',
+    )
+    messages = _json(
+        "Messages",
+        empty=[],
+        rows=12,
+        help_text='[{"role": "user", "content": {"type": "text", "text": "Explain {{topic}}."}}, …]. Text is '
+        "Mustache: {{name}} inserts an argument, {{#name}}…{{/name}} shows a part only when it is given.",
+    )
+    completions = _json("Completions", empty={}, rows=4, help_text='Values offered per argument: {"topic": ["…"]}.')
+
+    class Meta:
+        model = Prompt
+        fields = "__all__"

@@ -1,7 +1,10 @@
-"""The tool catalog: tools and the access rules that grant them."""
+"""The catalog: tools, resources, resource templates and prompts, and the access rules that
+grant them."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Collection
 from typing import Any
 
 from django.conf import settings
@@ -9,10 +12,14 @@ from django.core.exceptions import ObjectDoesNotExist, ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 from tenants.models import ApiKey, Tenant
+from tools_app.catalog.backend_kinds import backend_config_errors
 from tools_app.catalog.fields import VerbatimJSONField
-from tools_app.catalog.validation import check_string_list, tool_field_errors
+from tools_app.catalog.prompt_messages import MessageProblem, check_messages
+from tools_app.catalog.uri_templates import TemplateProblem, compile_template
+from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -138,7 +145,22 @@ class AccessRule(models.Model):
         ALLOW = "allow", "Allow"
         DENY = "deny", "Deny"
 
+    class Kind(models.TextChoices):
+        """What a pattern rule matches: tools (the default, as before resources existed),
+        resources (with resource templates), prompts, or all of them."""
+
+        TOOL = "tool", "Tools"
+        RESOURCE = "resource", "Resources and resource templates"
+        PROMPT = "prompt", "Prompts"
+        ANY = "any", "Tools, resources and prompts"
+
     effect = models.CharField(max_length=8, choices=Effect.choices, default=Effect.ALLOW)
+    kind = models.CharField(
+        max_length=16,
+        choices=Kind.choices,
+        default=Kind.TOOL,
+        help_text="What the pattern matches. A rule on one tool (the tool field) is a tools rule.",
+    )
     tool = models.ForeignKey(
         Tool,
         null=True,
@@ -150,7 +172,8 @@ class AccessRule(models.Model):
     tool_pattern = models.CharField(
         max_length=200,
         blank=True,
-        help_text="A glob on tool names (e.g. 'demo.*' or '*'), or 'tag:<label>' for tools carrying that tag.",
+        help_text="A glob on names (e.g. 'demo.*' or '*'; resources also match by URI), or 'tag:<label>' for "
+        "what carries that tag. 'Kind' says whether it matches tools, resources, prompts or all.",
     )
     tenant = models.ForeignKey(
         Tenant,
@@ -193,6 +216,9 @@ class AccessRule(models.Model):
                 condition=Q(owner__isnull=True) | Q(tenant=F("owner")),
                 name="accessrule_owner_rules_own_tenant",
             ),
+            models.CheckConstraint(
+                condition=Q(tool__isnull=True) | Q(kind="tool"), name="accessrule_tool_target_is_tools_rule"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -204,11 +230,14 @@ class AccessRule(models.Model):
         if self.tenant_id is not None:
             tenant = _related_or_none(self, "tenant")
             who = tenant.slug if tenant is not None else f"tenant #{self.tenant_id}"
-        return f"{self.effect} {target} → {who}"
+        what = "" if self.kind == self.Kind.TOOL else f" ({self.get_kind_display().lower()})"
+        return f"{self.effect} {target}{what} → {who}"
 
     def clean(self) -> None:
         if (self.tool_id is None) == (not self.tool_pattern):
             raise ValidationError("Choose exactly one target: a tool, or a pattern (glob or tag:<label>).")
+        if self.tool_id is not None and self.kind != self.Kind.TOOL:
+            raise ValidationError({"kind": "A rule on one tool is a tools rule; use a pattern for other kinds."})
         if self.owner_id is not None and self.tenant_id != self.owner_id:
             raise ValidationError({"tenant": "A tenant-managed rule applies to its own tenant only."})
         grants_foreign_tool = (
@@ -220,3 +249,334 @@ class AccessRule(models.Model):
             check_string_list(self.scopes, what="Scopes")
         except ValidationError as exc:
             raise ValidationError({"scopes": exc.messages}) from None
+
+
+URI_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*:[!-~]*$"
+URI_VALIDATOR = RegexValidator(
+    URI_PATTERN, "A URI: a scheme such as file: or https:, then no spaces or non-ASCII text."
+)
+AUDIENCES = ("user", "assistant")
+
+
+class CatalogEntry(models.Model):
+    """What resources, resource templates and prompts share with tools: a catalog (platform or
+    one tenant's), presentation, tags for access rules, a version that moves on every save."""
+
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="private_%(class)ss",
+        help_text="Empty: in the platform catalog. Set: private to that tenant.",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    icons = models.JSONField(default=list, blank=True)
+    tags = models.JSONField(default=list, blank=True, help_text="Labels access rules can match with tag:<label>.")
+    enabled = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # As for tools: the version identifies what caches and the audit saw, on every write path.
+        if self.pk is None or kwargs.get("force_insert"):
+            super().save(*args, **kwargs)
+            return
+        self.version = F("version") + 1
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
+        super().save(*args, **kwargs)
+        self.refresh_from_db(fields=["version"])
+
+    def catalog_label(self) -> str:
+        if self.tenant_id is None:
+            return "platform"
+        tenant = _related_or_none(self, "tenant")
+        return f"private to {tenant or f'tenant #{self.tenant_id}'}"
+
+    def common_errors(self) -> dict[str, list[str]]:
+        errors: dict[str, list[str]] = {}
+        try:
+            check_icons(self.icons)
+        except ValidationError as exc:
+            errors["icons"] = exc.messages
+        try:
+            check_string_list(self.tags, what="Tags")
+        except ValidationError as exc:
+            errors["tags"] = exc.messages
+        return errors
+
+
+class Annotated(models.Model):
+    """MCP annotations of resources and templates (how clients may use and rank them)."""
+
+    audience = models.JSONField(
+        default=list, blank=True, help_text='Who it is for: ["user"], ["assistant"] or both; empty: unsaid.'
+    )
+    priority = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="0 (optional) to 1 (effectively required); empty: unsaid.",
+    )
+
+    class Meta:
+        abstract = True
+
+    def audience_errors(self) -> dict[str, list[str]]:
+        if not isinstance(self.audience, list) or not set(self.audience) <= set(AUDIENCES):
+            return {"audience": ['Audience is a list of "user" and/or "assistant".']}
+        if len(set(self.audience)) != len(self.audience):
+            return {"audience": ["Name each audience once."]}
+        return {}
+
+
+class Resource(CatalogEntry, Annotated):
+    """One resource at a fixed URI: static content stored here, or read from a backend."""
+
+    class Backend(models.TextChoices):
+        STATIC = "static", "Static content (stored here)"
+        PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP endpoint"
+        UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
+
+    uri = models.CharField(max_length=2048, validators=[URI_VALIDATOR])
+    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
+    mime_type = models.CharField(max_length=200, blank=True)
+    text = models.TextField(blank=True, help_text="Text content (static resources without binary content).")
+    blob = models.BinaryField(
+        null=True, blank=True, help_text="Binary content; when set, it is served instead of text."
+    )
+    size = models.PositiveIntegerField(null=True, blank=True, editable=False, help_text="Bytes of static content.")
+    last_modified = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the static content last changed (lastModified)."
+    )
+    backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.STATIC)
+    backend_config = models.JSONField(default=dict, blank=True)
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
+
+    class Meta:
+        ordering = ["uri", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["uri"], condition=Q(tenant__isnull=True), name="resource_unique_platform_uri"
+            ),
+            models.UniqueConstraint(fields=["tenant", "uri"], name="resource_unique_private_uri"),
+        ]
+
+    # The content as loaded, to tell a content change from other edits (it is announced to subscribers).
+    _loaded_content: str | None = None
+    _announce_update = False
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Collection[str], values: Collection[Any], **kwargs: Any) -> Resource:
+        instance = super().from_db(db, field_names, values, **kwargs)
+        instance._loaded_content = instance.content_digest() if "text" in field_names else None
+        return instance
+
+    def __str__(self) -> str:
+        return self.uri if self.tenant_id is None else f"{self.uri} ({self.catalog_label()})"
+
+    def content_bytes(self) -> bytes:
+        return bytes(self.blob) if self.blob is not None else self.text.encode()
+
+    def content_digest(self) -> str:
+        return hashlib.sha256(
+            b"b" + bytes(self.blob) if self.blob is not None else b"t" + self.text.encode()
+        ).hexdigest()
+
+    @property
+    def content_changed(self) -> bool:
+        """Whether saving now changes the static content (True for a new resource)."""
+        return getattr(self, "_loaded_content", None) != self.content_digest()
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.backend_kind == self.Backend.STATIC:
+            self.size = len(self.content_bytes())
+            if self.content_changed:
+                self.last_modified = timezone.now()
+                self._announce_update = self.pk is not None  # subscribers hear of changed content
+        else:
+            self.size = None
+        super().save(*args, **kwargs)
+        self._loaded_content = self.content_digest()
+
+    def clean(self) -> None:
+        errors = {**self.common_errors(), **self.audience_errors()}
+        limit = settings.TOOLBAY_RESOURCE_MAX_BYTES
+        if self.backend_kind == self.Backend.STATIC:
+            if len(self.content_bytes()) > limit:
+                errors["text" if self.blob is None else "blob"] = [
+                    f"Static content may be {limit} bytes at most (TOOLBAY_RESOURCE_MAX_BYTES)."
+                ]
+            if self.backend_config:
+                errors["backend_config"] = ["Static resources take no backend settings."]
+        else:
+            for message in backend_config_errors(
+                self.backend_kind, self.backend_config, tenant_id=self.tenant_id, feature="resource"
+            ):
+                errors.setdefault("backend_config", []).append(message)
+        if errors:
+            raise ValidationError(errors)
+
+
+class ResourceTemplate(CatalogEntry, Annotated):
+    """Resources described by an RFC 6570 URI template, read from a backend."""
+
+    class Backend(models.TextChoices):
+        PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP endpoint"
+        UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
+
+    uri_template = models.CharField(max_length=2048, help_text="RFC 6570, e.g. file:///logs/{date}.txt")
+    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
+    mime_type = models.CharField(max_length=200, blank=True)
+    backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.PYTHON)
+    backend_config = models.JSONField(default=dict, blank=True)
+    completions = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Values completion/complete offers per variable, e.g. {"date": ["2026-01-01", "2026-01-02"]}.',
+    )
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(tenant__isnull=True), name="resourcetemplate_unique_platform_name"
+            ),
+            models.UniqueConstraint(fields=["tenant", "name"], name="resourcetemplate_unique_private_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name if self.tenant_id is None else f"{self.name} ({self.catalog_label()})"
+
+    def clean(self) -> None:
+        errors = {**self.common_errors(), **self.audience_errors()}
+        variables: tuple[str, ...] = ()
+        try:
+            variables = compile_template(self.uri_template).variables
+        except TemplateProblem as exc:
+            errors["uri_template"] = [str(exc)]
+        completion_problem = completion_errors(self.completions, set(variables), what="variable")
+        if completion_problem and "uri_template" not in errors:
+            errors["completions"] = [completion_problem]
+        for message in backend_config_errors(
+            self.backend_kind, self.backend_config, tenant_id=self.tenant_id, feature="template"
+        ):
+            errors.setdefault("backend_config", []).append(message)
+        if errors:
+            raise ValidationError(errors)
+
+
+def completion_errors(completions: Any, names: set[str], *, what: str) -> str:
+    """A problem with a completions map ({name: [values]}), or ""."""
+    if not isinstance(completions, dict):
+        return 'Completions are a JSON object like {"name": ["value", …]}.'
+    for name, values in completions.items():
+        if name not in names:
+            return f"Completions name {name!r}, which is no {what} here."
+        if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+            return f"Completions of {name!r} must be a list of strings."
+    return ""
+
+
+class Prompt(CatalogEntry):
+    """A prompt template: arguments and messages rendered from them (or a backend's messages)."""
+
+    class Backend(models.TextChoices):
+        TEMPLATE = "template", "Messages written here (Mustache)"
+        PYTHON = "python", "Python handler"
+        HTTP = "http", "HTTP endpoint"
+        UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
+
+    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
+    arguments = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"name": "topic", "description": "…", "required": true}, …] (also "title").',
+    )
+    messages = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='[{"role": "user", "content": {"type": "text", "text": "Explain {{topic}}."}}, …]; text, '
+        "image, audio, resource and resource_link blocks; text is a Mustache template.",
+    )
+    backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.TEMPLATE)
+    backend_config = models.JSONField(default=dict, blank=True)
+    completions = models.JSONField(
+        default=dict, blank=True, help_text='Values completion/complete offers per argument: {"topic": ["…"]}.'
+    )
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["name"], condition=Q(tenant__isnull=True), name="prompt_unique_platform_name"
+            ),
+            models.UniqueConstraint(fields=["tenant", "name"], name="prompt_unique_private_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name if self.tenant_id is None else f"{self.name} ({self.catalog_label()})"
+
+    def argument_names(self) -> set[str]:
+        return {argument["name"] for argument in self.arguments if isinstance(argument, dict) and "name" in argument}
+
+    def clean(self) -> None:
+        errors = self.common_errors()
+        problem = argument_errors(self.arguments)
+        if problem:
+            errors["arguments"] = [problem]
+        if not (self.description or "").strip():
+            errors["description"] = ["A description is required: clients show it when users pick a prompt."]
+        if self.backend_kind == self.Backend.TEMPLATE:
+            if self.backend_config:
+                errors["backend_config"] = ["Prompts written here take no backend settings."]
+            if not problem:
+                try:
+                    check_messages(self.messages, self.argument_names())
+                except MessageProblem as exc:
+                    errors["messages"] = [str(exc)]
+        else:
+            if self.messages:
+                errors["messages"] = ["A prompt served by a backend has no messages here."]
+            for message in backend_config_errors(
+                self.backend_kind, self.backend_config, tenant_id=self.tenant_id, feature="prompt"
+            ):
+                errors.setdefault("backend_config", []).append(message)
+        completion_problem = completion_errors(self.completions, self.argument_names(), what="argument")
+        if completion_problem and not problem:
+            errors["completions"] = [completion_problem]
+        if errors:
+            raise ValidationError(errors)
+
+
+ARGUMENT_KEYS = {"name", "title", "description", "required"}
+
+
+def argument_errors(arguments: Any) -> str:
+    """A problem with a prompt's argument list, or ""."""
+    if not isinstance(arguments, list):
+        return 'Arguments are a JSON list like [{"name": "topic", "required": true}].'
+    seen: set[str] = set()
+    for number, argument in enumerate(arguments, start=1):
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) or not argument["name"]:
+            return f"Argument #{number} needs a 'name'."
+        if set(argument) - ARGUMENT_KEYS:
+            return f"Argument {argument['name']!r}: unknown keys {sorted(set(argument) - ARGUMENT_KEYS)}."
+        if not isinstance(argument.get("required", False), bool):
+            return f"Argument {argument['name']!r}: 'required' is true or false."
+        if any(not isinstance(argument.get(key, ""), str) for key in ("title", "description")):
+            return f"Argument {argument['name']!r}: 'title' and 'description' are text."
+        if argument["name"] in seen:
+            return f"The argument {argument['name']!r} appears twice."
+        seen.add(argument["name"])
+    return ""

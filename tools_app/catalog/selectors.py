@@ -1,5 +1,6 @@
-"""Reads about tools: the catalog a tenant may draw from, what a credential sees, and the
-tools and rules a signed-in user manages (through their ``TenantScope``)."""
+"""Reads about the catalog: what a tenant may draw from, what a credential sees, and the
+tools, resources, templates, prompts and rules a signed-in user manages (through their
+``TenantScope``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from dataclasses import dataclass
 from django.db.models import Q, QuerySet
 
 from tenants.scope import TenantScope
-from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.spec import RuleSpec, ToolSpec
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,14 @@ class CatalogSnapshot:
 
     tools: tuple[ToolSpec, ...]
     rules: tuple[RuleSpec, ...]
+    resources: tuple[ResourceSpec, ...] = ()
+    templates: tuple[TemplateSpec, ...] = ()
+    prompts: tuple[PromptSpec, ...] = ()
+
+
+def in_catalog_of(tenant_id: int) -> Q:
+    """Platform entries plus the tenant's private ones."""
+    return Q(tenant__isnull=True) | Q(tenant_id=tenant_id)
 
 
 def tools_available_to(tenant_id: int) -> QuerySet[Tool]:
@@ -35,7 +44,55 @@ def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:
     for rule in rules_for_tenant(tenant_id).prefetch_related("api_keys"):
         key_ids = frozenset(k.pk for k in rule.api_keys.all())
         rules.append(RuleSpec.from_model(rule, key_ids))
-    return CatalogSnapshot(tools=tools, rules=tuple(rules))
+    available = in_catalog_of(tenant_id) & Q(enabled=True)
+    # Static content stays out of the snapshot: it is read on demand (and cached by version).
+    resources = Resource.objects.filter(available).defer("text", "blob")
+    return CatalogSnapshot(
+        tools=tools,
+        rules=tuple(rules),
+        resources=tuple(ResourceSpec.from_model(r) for r in resources),
+        templates=tuple(TemplateSpec.from_model(t) for t in ResourceTemplate.objects.filter(available)),
+        prompts=tuple(PromptSpec.from_model(p) for p in Prompt.objects.filter(available)),
+    )
+
+
+def resource_content(resource_id: int, version: int) -> tuple[str, bytes | None] | None:
+    """The static content (text, blob) of that version of a resource; None once it changed or went."""
+    row = Resource.objects.filter(pk=resource_id, version=version).values_list("text", "blob").first()
+    if row is None:
+        return None
+    text, blob = row
+    return text, bytes(blob) if blob is not None else None
+
+
+def resources_in(scope: TenantScope, *, tenant_slug: str | None = None, uri: str | None = None) -> QuerySet[Resource]:
+    """Every resource for platform admins; else the private resources of the user's tenants."""
+    rows = Resource.objects.filter(scope.within("tenant")).select_related("tenant")
+    if tenant_slug is not None:
+        rows = rows.filter(tenant__slug=tenant_slug)
+    if uri is not None:
+        rows = rows.filter(uri=uri)
+    return rows
+
+
+def resource_templates_in(
+    scope: TenantScope, *, tenant_slug: str | None = None, name: str | None = None
+) -> QuerySet[ResourceTemplate]:
+    rows = ResourceTemplate.objects.filter(scope.within("tenant")).select_related("tenant")
+    if tenant_slug is not None:
+        rows = rows.filter(tenant__slug=tenant_slug)
+    if name is not None:
+        rows = rows.filter(name=name)
+    return rows
+
+
+def prompts_in(scope: TenantScope, *, tenant_slug: str | None = None, name: str | None = None) -> QuerySet[Prompt]:
+    rows = Prompt.objects.filter(scope.within("tenant")).select_related("tenant")
+    if tenant_slug is not None:
+        rows = rows.filter(tenant__slug=tenant_slug)
+    if name is not None:
+        rows = rows.filter(name=name)
+    return rows
 
 
 def tools_in(
@@ -63,7 +120,12 @@ def tools_in(
 
 
 def access_rules_in(
-    scope: TenantScope, *, tenant_slug: str | None = None, tool_id: int | None = None, effect: str | None = None
+    scope: TenantScope,
+    *,
+    tenant_slug: str | None = None,
+    tool_id: int | None = None,
+    effect: str | None = None,
+    kind: str | None = None,
 ) -> QuerySet[AccessRule]:
     """Every rule for platform admins; else the rules owned by the user's active tenants.
 
@@ -77,4 +139,6 @@ def access_rules_in(
         rules = rules.filter(tool_id=tool_id)
     if effect is not None:
         rules = rules.filter(effect=effect)
+    if kind is not None:
+        rules = rules.filter(kind=kind)
     return rules

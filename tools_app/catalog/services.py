@@ -1,4 +1,4 @@
-"""Writes about tools and access rules."""
+"""Writes about the catalog: tools, resources, resource templates, prompts and access rules."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tenants.models import ApiKey, Tenant
-from tools_app.catalog.definitions import ToolDefinition
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.definitions import (
+    PromptDefinition,
+    ResourceDefinition,
+    ResourceTemplateDefinition,
+    ToolDefinition,
+)
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 
 
 @transaction.atomic
@@ -48,11 +53,80 @@ def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant 
     return tool
 
 
+def _install(model: type[Any], lookup: dict[str, Any], fields: dict[str, Any]) -> Any:
+    """Create or update one catalog row (unchanged rows keep their version)."""
+    row = model.objects.filter(**lookup).first()
+    if row is None:
+        row = model(**lookup, **fields)
+    else:
+        changed = [name for name, value in fields.items() if getattr(row, name) != value]
+        if not changed:
+            return row
+        for name in changed:
+            setattr(row, name, fields[name])
+    row.full_clean()
+    row.save()
+    return row
+
+
 @transaction.atomic
-def access_rule_grant_pattern(*, tenant: Tenant | None, pattern: str, note: str = "") -> AccessRule:
-    """An allow rule for a pattern (idempotent)."""
+def resource_install(*, definition: ResourceDefinition, tags: list[str], tenant: Tenant | None = None) -> Resource:
+    """Create or update a static resource from a pack definition (idempotent)."""
+    fields = {
+        "name": definition.name,
+        "title": definition.title,
+        "description": definition.description,
+        "mime_type": definition.mime_type,
+        "text": definition.text,
+        "blob": definition.blob,
+        "tags": tags,
+    }
+    return _install(Resource, {"tenant": tenant, "uri": definition.uri}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def resource_template_install(
+    *, definition: ResourceTemplateDefinition, tags: list[str], tenant: Tenant | None = None
+) -> ResourceTemplate:
+    """Create or update a resource template (python backend) from a pack definition (idempotent)."""
+    fields = {
+        "uri_template": definition.uri_template,
+        "title": definition.title,
+        "description": definition.description,
+        "mime_type": definition.mime_type,
+        "backend_kind": ResourceTemplate.Backend.PYTHON,
+        "backend_config": {"handler": definition.handler},
+        "completions": definition.completions,
+        "tags": tags,
+    }
+    return _install(ResourceTemplate, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def prompt_install(*, definition: PromptDefinition, tags: list[str], tenant: Tenant | None = None) -> Prompt:
+    """Create or update a prompt from a pack definition (idempotent)."""
+    served = {"backend_kind": Prompt.Backend.PYTHON, "backend_config": {"handler": definition.handler}}
+    written = {"backend_kind": Prompt.Backend.TEMPLATE, "backend_config": {}}
+    fields = {
+        "title": definition.title,
+        "description": definition.description,
+        "arguments": definition.arguments,
+        "messages": definition.messages,
+        "completions": definition.completions,
+        "tags": tags,
+        **(served if definition.handler else written),
+    }
+    return _install(Prompt, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
+
+
+@transaction.atomic
+def access_rule_grant_pattern(
+    *, tenant: Tenant | None, pattern: str, note: str = "", kind: str = AccessRule.Kind.TOOL
+) -> AccessRule:
+    """An allow rule for a pattern, matching entries of ``kind`` (idempotent)."""
     rule, _ = AccessRule.objects.get_or_create(
         effect=AccessRule.Effect.ALLOW,
+        kind=kind,
         tool=None,
         tool_pattern=pattern,
         tenant=tenant,
@@ -160,10 +234,54 @@ def access_rule_delete(*, rule: AccessRule) -> None:
     rule.delete()
 
 
+CatalogEntryModel = Resource | ResourceTemplate | Prompt
+
+
+def catalog_entry_check(entry: CatalogEntryModel) -> None:
+    """Raise ValidationError (per field) unless the resource, template or prompt could be saved:
+    its fields, its backend settings and a URI or name free in its catalog."""
+    errors: dict[str, list[Any]] = {}
+    try:
+        entry.full_clean(validate_constraints=False)
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    key = "uri" if isinstance(entry, Resource) else "name"
+    if key not in errors and "tenant" not in errors:
+        value = getattr(entry, key)
+        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
+        clashes = type(entry).objects.filter(**{key: value}, tenant_id=entry.tenant_id).exclude(pk=entry.pk)  # type: ignore[misc]
+        if clashes.exists():
+            where = "the platform catalog" if entry.tenant_id is None else f"tenant {entry.tenant}"
+            errors[key] = [f"{value!r} is already taken in {where}."]
+    if errors:
+        raise ValidationError(errors)
+
+
 @transaction.atomic
-def tool_touch(*, name: str, tenant: Tenant | None = None) -> Tool:
-    """Save a tool unchanged: its version moves on, so every client that sees it is told
-    its tool list changed (the conformance suite's list-change probe does this)."""
-    tool = Tool.objects.get(name=name, tenant=tenant)
-    tool.save()
-    return tool
+def catalog_entry_create(*, model: type[CatalogEntryModel], tenant: Tenant | None, fields: dict[str, Any]) -> Any:
+    """A new resource, template or prompt, private to ``tenant`` or (None) in the platform catalog."""
+    entry = model(tenant=tenant, **fields)
+    catalog_entry_check(entry)
+    entry.save()
+    return entry
+
+
+@transaction.atomic
+def catalog_entry_update(*, entry: CatalogEntryModel, changes: dict[str, Any]) -> Any:
+    for name, value in changes.items():
+        setattr(entry, name, value)
+    catalog_entry_check(entry)
+    entry.save()
+    return entry
+
+
+@transaction.atomic
+def catalog_entry_delete(*, entry: CatalogEntryModel) -> None:
+    entry.delete()
+
+
+@transaction.atomic
+def catalog_touch(*, model: type[Tool] | type[Prompt], name: str, tenant: Tenant | None = None) -> None:
+    """Save a tool or prompt unchanged: its version moves on, so every client that sees it
+    is told its list changed (the conformance suite's list-change probes do this)."""
+    model.objects.get(name=name, tenant=tenant).save()

@@ -1,4 +1,5 @@
-"""Fan-out only: any write to a model that shapes a tenant's tool view reports it.
+"""Fan-out only: any write to a model that shapes a tenant's view of tools, resources and
+prompts reports it; a static resource whose content changed is announced to its subscribers.
 
 Signals (not services) are the hook because changes arrive from the admin, the API,
 management commands and shells alike; the work itself happens after commit in
@@ -13,13 +14,23 @@ from django.db.models.signals import m2m_changed, post_delete, post_save
 from django.dispatch import receiver
 
 from tenants.models import ApiKey, Tenant
-from tools_app.catalog.changes import catalog_changed
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.changes import catalog_changed, resource_updated
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 
 
 @receiver([post_save, post_delete], sender=Tool)
-def _tool_changed(instance: Tool, **_: Any) -> None:
+@receiver([post_save, post_delete], sender=ResourceTemplate)
+@receiver([post_save, post_delete], sender=Prompt)
+def _entry_changed(instance: Tool | ResourceTemplate | Prompt, **_: Any) -> None:
     catalog_changed(instance.tenant_id)
+
+
+@receiver([post_save, post_delete], sender=Resource)
+def _resource_changed(instance: Resource, **_: Any) -> None:
+    catalog_changed(instance.tenant_id)
+    if getattr(instance, "_announce_update", False):
+        instance._announce_update = False
+        resource_updated(instance.uri, tenant_id=instance.tenant_id)
 
 
 @receiver([post_save, post_delete], sender=AccessRule)

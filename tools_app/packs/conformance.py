@@ -1,4 +1,5 @@
-"""The ``conformance`` pack: the fixture tools the official MCP conformance suite calls.
+"""The ``conformance`` pack: the fixture tools, resources, resource template and prompts the
+official MCP conformance suite uses.
 
 Texts and payloads are the ones the suite's scenarios check (see
 shared/docs/mcp-protocol-notes.md §12.5).
@@ -7,12 +8,19 @@ shared/docs/mcp-protocol-notes.md §12.5).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
-from tools_app.backends.python.registry import tool_handler
+from tools_app.backends.python.registry import resource_handler, tool_handler
 from tools_app.backends.results import ToolError
-from tools_app.catalog.definitions import ToolDefinition
+from tools_app.catalog.definitions import (
+    Pack,
+    PromptDefinition,
+    ResourceDefinition,
+    ResourceTemplateDefinition,
+    ToolDefinition,
+)
 from tools_app.runs.context import ToolContext
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -261,3 +269,97 @@ TOOLS = [
         "Closes its stream early and delivers the result on reconnection (SEP-1699).",
     ),
 ]
+
+
+@resource_handler("conformance.template_data")
+async def template_data(uri: str, variables: dict[str, str]) -> str:
+    item = variables["id"]
+    return json.dumps({"id": item, "templateTest": True, "data": f"Data for ID: {item}"}, separators=(",", ":"))
+
+
+RESOURCES = [
+    ResourceDefinition(
+        uri="test://static-text",
+        name="static-text",
+        description="A static text resource.",
+        text="This is the content of the static text resource.",
+    ),
+    ResourceDefinition(
+        uri="test://static-binary",
+        name="static-binary",
+        description="A static binary resource (a 1-pixel PNG).",
+        mime_type="image/png",
+        blob=base64.b64decode(PNG_1PX),
+    ),
+    ResourceDefinition(
+        uri="test://watched-resource",
+        name="watched-resource",
+        description="A resource clients can subscribe to.",
+        text="This resource is watched for changes.",
+    ),
+]
+
+TEMPLATES = [
+    ResourceTemplateDefinition(
+        uri_template="test://template/{id}/data",
+        name="template-data",
+        description="JSON data for an id.",
+        mime_type="application/json",
+        handler="conformance.template_data",
+    ),
+]
+
+
+def _user(content: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "user", "content": content}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return _user({"type": "text", "text": text})
+
+
+PROMPTS = [
+    PromptDefinition(
+        name="test_simple_prompt",
+        description="A simple prompt without arguments.",
+        messages=[_text("This is a simple prompt for testing.")],
+    ),
+    PromptDefinition(
+        name="test_prompt_with_arguments",
+        description="A prompt with two required arguments.",
+        arguments=[
+            {"name": "arg1", "description": "First test argument", "required": True},
+            {"name": "arg2", "description": "Second test argument", "required": True},
+        ],
+        messages=[_text("Prompt with arguments: arg1='{{arg1}}', arg2='{{arg2}}'")],
+        completions={"arg1": ["testValue1", "testValue2", "other value"]},
+    ),
+    PromptDefinition(
+        name="test_prompt_with_embedded_resource",
+        description="A prompt that embeds a resource.",
+        arguments=[{"name": "resourceUri", "description": "URI of the resource to embed", "required": True}],
+        messages=[
+            _user(
+                {
+                    "type": "resource",
+                    "resource": {
+                        "uri": "{{resourceUri}}",
+                        "mimeType": "text/plain",
+                        "text": "Embedded resource content for testing.",
+                    },
+                }
+            ),
+            _text("Please process the embedded resource above."),
+        ],
+    ),
+    PromptDefinition(
+        name="test_prompt_with_image",
+        description="A prompt with an image.",
+        messages=[
+            _user({"type": "image", "data": PNG_1PX, "mimeType": "image/png"}),
+            _text("Please analyze the image above."),
+        ],
+    ),
+]
+
+PACK = Pack(tools=TOOLS, resources=RESOURCES, templates=TEMPLATES, prompts=PROMPTS)

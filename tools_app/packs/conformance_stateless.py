@@ -14,9 +14,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from tools_app.backends.python.registry import tool_handler
-from tools_app.catalog.definitions import ToolDefinition
-from tools_app.catalog.services import tool_touch
+from tools_app.backends.python.registry import prompt_handler, tool_handler
+from tools_app.catalog.definitions import PromptDefinition, ToolDefinition
+from tools_app.catalog.models import Prompt, Tool
+from tools_app.catalog.services import catalog_touch
 from tools_app.runs.context import ToolContext
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -42,8 +43,23 @@ async def missing_capability(ctx: ToolContext, arguments: dict[str, Any]) -> str
 @tool_handler("conformance.trigger_tool_change")
 async def trigger_tool_change(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     # Saving the tool moves its version: every caller's tool list changes, on every process.
-    await sync_to_async(tool_touch)(name="test_trigger_tool_change")
+    await sync_to_async(catalog_touch)(model=Tool, name="test_trigger_tool_change")
     return "The tool list changed."
+
+
+@tool_handler("conformance.trigger_prompt_change")
+async def trigger_prompt_change(ctx: ToolContext, arguments: dict[str, Any]) -> str:
+    await sync_to_async(catalog_touch)(model=Prompt, name="test_simple_prompt")
+    return "The prompt list changed."
+
+
+@prompt_handler("conformance.prompt_with_context")
+async def prompt_with_context(arguments: dict[str, str], *, ctx: ToolContext) -> list[dict[str, Any]]:
+    # A prompt that asks its client first: a multi-round result on 2026-07-28.
+    schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+    answer = await ctx.elicit("What context should the prompt use?", schema, key="user_context")
+    context = (answer.get("content") or {}).get("context", "")
+    return [{"role": "user", "content": {"type": "text", "text": f"Answer with this context in mind: {context}"}}]
 
 
 @tool_handler("conformance.ask_name")
@@ -118,6 +134,7 @@ TOOLS = [
     _tool("test_streaming_elicitation", "conformance.ask_name", "Asks the user's name (elicitation)."),
     _tool("test_logging_tool", "conformance.logging", "Emits three log messages while running."),
     _tool("test_trigger_tool_change", "conformance.trigger_tool_change", "Changes the tool list."),
+    _tool("test_trigger_prompt_change", "conformance.trigger_prompt_change", "Changes the prompt list."),
     _tool("test_input_required_result_elicitation", "conformance.ask_name", "Asks the user's name (MRTR)."),
     _tool("test_input_required_result_sampling", "conformance.ask_capital", "Asks the client's model (MRTR)."),
     _tool("test_input_required_result_list_roots", "conformance.ask_roots", "Asks the client's roots (MRTR)."),
@@ -147,5 +164,13 @@ TOOLS = [
             "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
             "required": ["region"],
         },
+    ),
+]
+
+PROMPTS = [
+    PromptDefinition(
+        name="test_input_required_result_prompt",
+        description="Asks its client for the context to use (MRTR on a prompt).",
+        handler="conformance.prompt_with_context",
     ),
 ]

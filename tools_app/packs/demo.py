@@ -1,4 +1,5 @@
-"""The ``demo`` pack: small useful tools that ``seed_demo`` grants to the demo tenant."""
+"""The ``demo`` pack: small useful tools, a resource, a resource template and a prompt that
+``seed_demo`` grants to the demo tenant."""
 
 from __future__ import annotations
 
@@ -7,9 +8,15 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tools_app.backends.python.registry import tool_handler
+from tools_app.backends.python.registry import resource_handler, tool_handler
 from tools_app.backends.results import ToolError
-from tools_app.catalog.definitions import ToolDefinition
+from tools_app.catalog.definitions import (
+    Pack,
+    PromptDefinition,
+    ResourceDefinition,
+    ResourceTemplateDefinition,
+    ToolDefinition,
+)
 from tools_app.runs.context import ToolContext
 
 COUNTDOWN_STEP_SECONDS = 0.2
@@ -136,3 +143,67 @@ TOOLS = [
         task_support="optional",
     ),
 ]
+
+
+@resource_handler("demo.time_in")
+async def time_in(uri: str, variables: dict[str, str]) -> str:
+    zone_name = variables.get("timezone") or "UTC"
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ToolError(f"Unknown time zone {zone_name!r}; use an IANA name such as 'Europe/Paris'.") from None
+    return f"It is {datetime.now(UTC).astimezone(zone):%Y-%m-%d %H:%M:%S} in {zone_name}."
+
+
+ZONES = ["UTC", "Europe/London", "Europe/Paris", "Europe/Berlin", "America/New_York", "America/Los_Angeles",
+         "Asia/Tokyo", "Asia/Kolkata", "Australia/Sydney"]  # fmt: skip
+
+RESOURCES = [
+    ResourceDefinition(
+        uri="demo://readme",
+        name="readme",
+        title="About this demo",
+        description="What the demo tenant offers, in a few lines.",
+        mime_type="text/markdown",
+        text="# Toolbay demo\n\nTools: echo, add, get_time, countdown, slow_count.\n"
+        "Resources: this file, and the time in any zone at demo://time/{timezone}.\n"
+        "Prompts: explain (a topic, at the level you pick).\n",
+    ),
+]
+
+TEMPLATES = [
+    ResourceTemplateDefinition(
+        uri_template="demo://time/{+timezone}",
+        name="time-in-zone",
+        title="Time in a zone",
+        description="The current time in an IANA time zone, e.g. demo://time/Europe/Paris.",
+        mime_type="text/plain",
+        handler="demo.time_in",
+        completions={"timezone": ZONES},
+    ),
+]
+
+PROMPTS = [
+    PromptDefinition(
+        name="explain",
+        title="Explain a topic",
+        description="Asks the model to explain a topic, optionally at a given level.",
+        arguments=[
+            {"name": "topic", "description": "What to explain", "required": True},
+            {"name": "level", "description": "beginner, intermediate or expert"},
+        ],
+        messages=[
+            {
+                "role": "user",
+                "content": {
+                    "type": "text",
+                    "text": "Explain {{topic}}{{#level}} to someone at the {{level}} level{{/level}}, in a few "
+                    "short paragraphs.",
+                },
+            }
+        ],
+        completions={"level": ["beginner", "intermediate", "expert"]},
+    ),
+]
+
+PACK = Pack(tools=TOOLS, resources=RESOURCES, templates=TEMPLATES, prompts=PROMPTS)

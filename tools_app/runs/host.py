@@ -1,11 +1,13 @@
 """The platform side of the MCP engine (``mcp_platform.mcp.host.ToolHost``): identities,
-tools and tasks, from the tenant directory, the catalog and the runs."""
+tools, tasks, resources, prompts and completions, from the tenant directory, the catalog
+and the runs."""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +16,7 @@ from asgiref.sync import sync_to_async
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
 from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
-from mcp_platform.mcp.host import AuthError
+from mcp_platform.mcp.host import AuthError, Requester
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
 from mcp_platform.redis_clients import command_batch
@@ -22,7 +24,7 @@ from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs import limits
+from tools_app.runs import content, limits
 from tools_app.runs.context import ToolContext
 from tools_app.runs.delivery import relay
 from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
@@ -83,6 +85,36 @@ class PlatformToolHost:
     async def header_params(self, identity: Principal, name: str) -> list[tuple[str, tuple[str, ...]]]:
         tool = await self._tool(identity, name)
         return list(tool.header_params) if tool is not None else []
+
+    async def visible_digests(self, identity: Principal) -> Mapping[str, str]:
+        return (await self._cache.visible(identity)).digests
+
+    # --- resources, prompts, completion (tools_app.runs.content) ---------------------------
+
+    async def list_resources(self, identity: Principal) -> list[dict[str, Any]]:
+        return [resource.wire for resource in (await self._cache.visible(identity)).resources]
+
+    async def list_resource_templates(self, identity: Principal) -> list[dict[str, Any]]:
+        return [template.wire for template in (await self._cache.visible(identity)).templates]
+
+    async def resource_exists(self, identity: Principal, uri: str) -> bool:
+        return (await self._cache.visible(identity)).find_resource(uri) is not None
+
+    async def read_resource(self, identity: Principal, uri: str, requester: Requester) -> dict[str, Any] | None:
+        return await content.read_resource(identity, await self._cache.visible(identity), uri, requester)
+
+    async def list_prompts(self, identity: Principal) -> list[dict[str, Any]]:
+        return [prompt.wire for prompt in (await self._cache.visible(identity)).prompts]
+
+    async def get_prompt(
+        self, identity: Principal, name: str, arguments: dict[str, str], requester: Requester
+    ) -> dict[str, Any] | None:
+        return await content.get_prompt(identity, await self._cache.visible(identity), name, arguments, requester)
+
+    async def complete(
+        self, identity: Principal, ref: Mapping[str, Any], argument: str, value: str, context: Mapping[str, str]
+    ) -> dict[str, Any] | None:
+        return await content.complete(await self._cache.visible(identity), ref, argument, value, context)
 
     async def task_support(self, identity: Principal, name: str) -> str | None:
         tool = await self._tool(identity, name)

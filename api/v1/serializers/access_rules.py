@@ -38,7 +38,8 @@ class AccessRuleSerializer(serializers.ModelSerializer):
         required=False,
         allow_blank=True,
         max_length=200,
-        help_text="A glob on tool names ('demo.*', '*', an exact name) or 'tag:<label>'; or use tool.",
+        help_text="A glob on names ('demo.*', '*', an exact name; resources also match by URI) or 'tag:<label>', "
+        "matching what kind names; or use tool.",
     )
     tenant = TenantField(
         required=False,
@@ -61,6 +62,7 @@ class AccessRuleSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "effect",
+            "kind",
             "tool",
             "tool_pattern",
             "tenant",
@@ -104,6 +106,8 @@ class AccessRuleSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError({"tool_pattern": "Give either tool or tool_pattern, not both."})
         if tool is None and not pattern:
             raise serializers.ValidationError({"tool_pattern": "Give a tool or a tool_pattern."})
+        if tool is not None and attrs.get("kind", getattr(rule, "kind", "tool")) != "tool":
+            raise serializers.ValidationError({"kind": "A rule on one tool is a tools rule (kind tool)."})
         return attrs
 
     def create(self, validated_data: dict[str, Any]) -> AccessRule:

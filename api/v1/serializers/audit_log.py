@@ -17,6 +17,7 @@ class InvocationSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "tenant",
+            "kind",
             "tool_name",
             "tool_id",
             "tool_version",
@@ -68,7 +69,14 @@ class _TimeWindowFilter(serializers.Serializer):
 
 
 class InvocationFilter(_TimeWindowFilter):
-    tool = serializers.CharField(required=False, max_length=128, help_text="Only calls of this tool (name).")
+    tool = serializers.CharField(
+        required=False,
+        max_length=1024,
+        help_text="Only calls of this tool, gets of this prompt (name) or reads of this URI.",
+    )
+    kind = serializers.ChoiceField(
+        required=False, choices=Invocation.Kind.choices, help_text="tool, resource or prompt"
+    )
     key = serializers.IntegerField(required=False, min_value=1, help_text="Only calls made with this API key (id).")
     outcome = serializers.ChoiceField(required=False, choices=Invocation.Outcome.choices)
     session = serializers.CharField(required=False, max_length=128, help_text="Only calls of this MCP session.")

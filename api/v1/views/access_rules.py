@@ -1,4 +1,4 @@
-"""``/api/v1/access-rules/``: who may see which tools. Tenant admins manage the rules their
+"""``/api/v1/access-rules/``: who may see which tools, resources and prompts. Tenant admins manage the rules their
 tenant owns (granting its private tools, denying anything for it); platform admins any rule."""
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ from tools_app.catalog.selectors import access_rules_in
             TENANT_PARAM,
             OpenApiParameter("tool", OpenApiTypes.INT, description="Only rules targeting this tool (id)."),
             OpenApiParameter("effect", OpenApiTypes.STR, enum=AccessRule.Effect.values, description="allow or deny"),
+            OpenApiParameter(
+                "kind", OpenApiTypes.STR, enum=AccessRule.Kind.values, description="What the rule's pattern matches."
+            ),
         ],
     ),
     create=extend_schema(
@@ -52,6 +55,7 @@ class AccessRuleViewSet(
             tenant_slug=query_str(self.request, "tenant"),
             tool_id=query_int(self.request, "tool"),
             effect=query_str(self.request, "effect"),
+            kind=query_str(self.request, "kind"),
         )
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:

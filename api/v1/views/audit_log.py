@@ -39,7 +39,8 @@ class _AuditLogViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, ScopedV
 @extend_schema_view(
     list=extend_schema(
         parameters=[InvocationFilter],
-        description="One row per tools/call (and MCP task), newest first. Operators and up see their tenants'.",
+        description="One row per tools/call (and MCP task), resources/read and prompts/get, newest first. "
+        "Operators and up see their tenants'.",
     )
 )
 class InvocationViewSet(_AuditLogViewSet):
@@ -58,6 +59,7 @@ class InvocationViewSet(_AuditLogViewSet):
             outcome=filters.get("outcome"),
             session_id=filters.get("session"),
             run_id=filters.get("run"),
+            kind=filters.get("kind"),
         )
 
 

@@ -35,7 +35,7 @@ from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
 from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
-from mcp_platform.mcp.transport.standalone import StandaloneStream, StreamServices, catalog_round
+from mcp_platform.mcp.transport.standalone import StandaloneStream, StreamServices, catalog_round, resource_round
 from mcp_platform.mcp.transport.stateless_http import StatelessHttp
 from mcp_platform.mcp.versions import SUPPORTED, allows_batches, is_modern
 
@@ -100,7 +100,11 @@ class StreamableHttp:
 
     def hub(self) -> StreamHub:
         if self._hub is None:
-            self._hub = StreamHub(self.engine.layer, functools.partial(catalog_round, self._services))  # type: ignore[arg-type]
+            self._hub = StreamHub(
+                self.engine.layer,  # type: ignore[arg-type]
+                functools.partial(catalog_round, self._services),
+                functools.partial(resource_round, self._services),
+            )
         return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:

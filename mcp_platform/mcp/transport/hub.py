@@ -8,6 +8,8 @@ group while it holds at least one of the tenant's streams.
 Messages (``mcp_platform.mcp.messages``), each handled by the method of its name:
 - ``catalog.changed`` {tenant_id | None}: re-check visible tools (None: every tenant), in
   one batched round for all of the tenant's streams here.
+- ``resource.updated`` {tenant_id | None, uri}: a resource's content changed; the sessions
+  subscribed to it hear of it (one batched round, like a catalog change).
 - ``session.events`` {tenant_id, session_id}: new events in that session's standalone log.
 - ``session.ended`` {tenant_id, session_id}: an operator ended the session; close its stream.
 - ``task.changed`` {tenant_id, task_id}: a 2026-07-28 task moved; listen streams that follow
@@ -53,11 +55,18 @@ class Layer(Protocol):
 
 
 class StreamHub:
-    def __init__(self, layer: Layer, on_catalog_change: Callable[[list[Any]], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        layer: Layer,
+        on_catalog_change: Callable[[list[Any]], Awaitable[None]],
+        on_resource_updated: Callable[[list[Any], str], Awaitable[None]] | None = None,
+    ) -> None:
         """``on_catalog_change(streams)`` handles a change for a batch of this process's
-        streams at once (one round, batched I/O), instead of each stream on its own."""
+        streams at once (one round, batched I/O), instead of each stream on its own;
+        ``on_resource_updated(streams, uri)`` likewise for a resource whose content changed."""
         self._layer = layer
         self._on_catalog_change = on_catalog_change
+        self._on_resource_updated = on_resource_updated
         self._rounds: set[asyncio.Task[None]] = set()
         self._channel = ""
         self._streams: dict[int, set[HubStream]] = defaultdict(set)
@@ -111,14 +120,26 @@ class StreamHub:
 
     # --- messages (see mcp_platform.mcp.messages) ----------------------------------------
 
-    def catalog_changed(self, message: dict[str, Any]) -> None:
+    def _batch(self, message: dict[str, Any]) -> list[HubStream]:
         tenant_id = message.get("tenant_id")
         groups = self._streams.values() if tenant_id is None else [self._streams.get(tenant_id, set())]
-        batch = [stream for streams in list(groups) for stream in streams]
+        return [stream for streams in list(groups) for stream in streams]
+
+    def _start_round(self, round_: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(round_)
+        self._rounds.add(task)
+        task.add_done_callback(self._rounds.discard)
+
+    def catalog_changed(self, message: dict[str, Any]) -> None:
+        batch = self._batch(message)
         if batch:
-            task = asyncio.ensure_future(self._on_catalog_change(batch))
-            self._rounds.add(task)
-            task.add_done_callback(self._rounds.discard)
+            self._start_round(self._on_catalog_change(batch))
+
+    def resource_updated(self, message: dict[str, Any]) -> None:
+        batch = self._batch(message)
+        uri = message.get("uri")
+        if batch and isinstance(uri, str) and self._on_resource_updated is not None:
+            self._start_round(self._on_resource_updated(batch, uri))
 
     def session_events(self, message: dict[str, Any]) -> None:
         self._wake_session(message, "events")

@@ -8,6 +8,8 @@ stream hub wakes it on a catalog change exactly as it wakes legacy GET streams (
 change bus), and it tells its client only when what its caller sees really changed. There
 is nothing to resume: the fingerprint it compares with lives in this stream.
 
+Resource subscriptions (``resourceSubscriptions``, this revision's resources/subscribe)
+bring ``notifications/resources/updated`` for those URIs while the caller may read them.
 With the tasks extension a client may also follow tasks (``taskIds``): when one of them
 changes state on any process, the stream reads it as its caller may see it and sends the
 whole DetailedTask (``notifications/tasks``).
@@ -18,19 +20,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp_platform.mcp import jsonrpc
+from mcp_platform.mcp.features import LIST_CHANGED, RESOURCE_UPDATED
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.hub import TASK_REASON
 from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
 from mcp_platform.mcp.versions import SUBSCRIPTION_ID_META_KEY
 
-# What this server can deliver on a listen stream, by the name the request uses.
-HONOURED = ("toolsListChanged",)
+# The list_changed filters this server honours, by the name the request uses, and the
+# list of ToolHost.visible_digests each one follows.
+LIST_FILTERS = {"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"}
 MAX_TASK_IDS = 100
+MAX_RESOURCE_SUBSCRIPTIONS = 1000
 
 
 class ListenStream:
@@ -54,7 +59,13 @@ class ListenStream:
         # The hub finds streams by session id; a listen stream has none, so it names itself.
         self.session_id = f"listen-{secrets.token_hex(8)}"
         self.subscription_id = subscription_id
-        self.honoured: dict[str, Any] = {name: True for name in HONOURED if wanted.get(name) is True}
+        self.honoured: dict[str, Any] = {name: True for name in LIST_FILTERS if wanted.get(name) is True}
+        self._lists = {LIST_FILTERS[name] for name in self.honoured}
+        uris = wanted.get("resourceSubscriptions")
+        if isinstance(uris, list):
+            kept = [uri for uri in uris if isinstance(uri, str) and uri][:MAX_RESOURCE_SUBSCRIPTIONS]
+            self.honoured["resourceSubscriptions"] = kept
+        self.resource_uris = frozenset(self.honoured.get("resourceSubscriptions", ()))
         task_ids = wanted.get("taskIds")
         if follows_tasks and isinstance(task_ids, list):
             self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
@@ -65,7 +76,7 @@ class ListenStream:
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
         self._send_lock = asyncio.Lock()
-        self.digest = ""
+        self.digests: Mapping[str, str] = {}
 
     def follows_task(self, task_id: str) -> bool:
         return task_id in self._task_ids
@@ -81,8 +92,8 @@ class ListenStream:
         gives back the function that leaves it."""
         await self._responder.start(200, list(sse.HEADERS))
         await self.notify("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
-        unregister = await register(self)  # before the fingerprint: any later change wakes this stream
-        self.digest = await self._host.visible_digest(self.identity)
+        unregister = await register(self)  # before the fingerprints: any later change wakes this stream
+        self.digests = await self._host.visible_digests(self.identity)
         tasks = [
             asyncio.ensure_future(c) for c in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
         ]
@@ -106,19 +117,26 @@ class ListenStream:
             )
 
     async def refresh(self) -> None:
-        """A catalog change: tell the client if what its caller sees changed."""
+        """A catalog change: tell the client of each list it follows that its caller now sees
+        differently."""
         host = self._host
         identity = await host.revalidate(self.identity)
         if identity is None:
             self.wake("revoked")
             return
         self.identity = identity
-        if "toolsListChanged" not in self.honoured:
+        if not self._lists:
             return
-        fresh = await host.visible_digest(identity)
-        if fresh != self.digest:
-            self.digest = fresh
-            await self.notify("notifications/tools/list_changed", {})
+        fresh = await host.visible_digests(identity)
+        moved = sorted(name for name in self._lists if fresh.get(name) != self.digests.get(name))
+        self.digests = fresh
+        for name in moved:
+            await self.notify(LIST_CHANGED[name], {})
+
+    async def resource_updated(self, uri: str) -> None:
+        """A resource's content changed: tell the client if it follows it and may still read it."""
+        if uri in self.resource_uris and await self._host.resource_exists(self.identity, uri):
+            await self.notify(RESOURCE_UPDATED, {"uri": uri})
 
     async def _serve(self) -> None:
         while True:

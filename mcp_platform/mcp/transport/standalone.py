@@ -1,13 +1,17 @@
 """The standalone GET stream of a session: server-initiated messages unrelated to requests.
 
 A catalog change reaches the process's StreamHub once; ``catalog_round`` then handles all
-of the affected streams here together: one shared credential check, visible-tool
-fingerprints compared in memory, and batched Redis writes for the sessions whose list
-really changed (``notifications/tools/list_changed`` goes into each one's standalone event
-log and out on its stream). A revoked credential ends its session. Other messages for the
-stream (task status from workers) are read from the same log when the hub says so.
+of the affected streams here together: one shared credential check, the fingerprints of
+the visible tools, resources (with templates) and prompts compared in memory, and batched
+Redis writes for the sessions whose lists really changed (``notifications/tools/list_changed``,
+``…/resources/list_changed`` or ``…/prompts/list_changed``, each only for its own list, goes
+into the session's standalone event log and out on its stream). A revoked credential ends
+its session. ``resource_round`` does the same for a resource whose content changed: the
+sessions subscribed to its URI that may still read it get ``notifications/resources/updated``.
+Other messages for the stream (task status from workers) are read from the same log when
+the hub says so.
 
-The fingerprint a session was last told about is kept in Redis, so a change that
+The fingerprints a session was last told about are kept in Redis, so a change that
 happened while no stream was open is announced when the client opens one again.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -22,6 +27,7 @@ from redis.asyncio import Redis
 
 from mcp_platform.mcp import jsonrpc, names
 from mcp_platform.mcp.events import EventStore, StoredEvent
+from mcp_platform.mcp.features import RESOURCE_UPDATED, changed_lists, encode_digests
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.sessions import Session, SessionStore
 from mcp_platform.mcp.transport import sse
@@ -33,7 +39,10 @@ from mcp_platform.mcp.versions import supports_priming
 from mcp_platform.metrics import LIST_CHANGED_SENT
 
 STREAM_ID = names.STANDALONE_STREAM
-LIST_CHANGED = jsonrpc.dumps(jsonrpc.notification("notifications/tools/list_changed"))
+
+
+def _notification(method: str, params: dict[str, Any] | None = None) -> bytes:
+    return jsonrpc.dumps(jsonrpc.notification(method, params))
 
 
 @dataclass(frozen=True)
@@ -131,13 +140,14 @@ class StandaloneStream:
 
     async def _announce_if_changed(self) -> None:
         """On (re)connect: announce a change the session has not heard of yet."""
-        fresh = await self.services.host.visible_digest(self.identity)
+        digests = await self.services.host.visible_digests(self.identity)
+        fresh = encode_digests(digests)
         idle = self.services.sessions.idle_seconds
         # SET ... GET answers the old value: bytes, or None when there was none.
         previous = cast(bytes | None, await self.services.redis.set(self.digest_key, fresh, ex=idle, get=True))
         self.digest = fresh
-        if previous is not None and previous.decode() != fresh:
-            await self.services.events.append(self.session.id, STREAM_ID, LIST_CHANGED)
+        for method in changed_lists(previous.decode() if previous is not None else None, digests):
+            await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
     async def _serve(self) -> None:
         events = self.services.events
@@ -168,34 +178,62 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
     """
     host = services.host
     listeners = [stream for stream in streams if isinstance(stream, ListenStream)]
-    if listeners:  # 2026-07-28 listen streams keep their fingerprint themselves: no batching needed
+    if listeners:  # 2026-07-28 listen streams keep their fingerprints themselves: no batching needed
         await asyncio.gather(*(listener.refresh() for listener in listeners))
     sessions = [stream for stream in streams if isinstance(stream, StandaloneStream)]
-    if not sessions:
-        return
     identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in sessions))
-    moved: list[tuple[StandaloneStream, str]] = []
+    # (stream, its fingerprints now, what it held before): the stored fingerprint decides,
+    # the one in memory stands in when Redis lost it.
+    moved: list[tuple[StandaloneStream, Mapping[str, str], str]] = []
     for stream, identity in zip(sessions, identities, strict=True):
         if identity is None:
             stream.wake("revoked")
             continue
         stream.identity = identity
-        fresh = await host.visible_digest(identity)  # in memory once the catalog is loaded
+        digests = await host.visible_digests(identity)  # in memory once the catalog is loaded
+        fresh = encode_digests(digests)
         if fresh != stream.digest:
-            moved.append((stream, fresh))
+            moved.append((stream, digests, stream.digest))
+            stream.digest = fresh
     if not moved:
         return
     pipe = services.redis.pipeline(transaction=False)
-    for stream, fresh in moved:
-        pipe.set(stream.digest_key, fresh, ex=services.sessions.idle_seconds, get=True)
-        stream.digest = fresh
+    for stream, _, _ in moved:
+        pipe.set(stream.digest_key, stream.digest, ex=services.sessions.idle_seconds, get=True)
     previous = await pipe.execute()
-    told = [
-        stream for (stream, fresh), old in zip(moved, previous, strict=True) if old is None or old.decode() != fresh
-    ]
+    appends: list[tuple[str, str, bytes]] = []
+    told: list[StandaloneStream] = []
+    for (stream, digests, in_memory), old in zip(moved, previous, strict=True):
+        methods = changed_lists(old.decode() if old is not None else in_memory, digests)
+        if methods:
+            told.append(stream)
+            appends += [(stream.session_id, STREAM_ID, _notification(method)) for method in methods]
     if not told:
         return
-    await services.events.append_many([(stream.session_id, STREAM_ID, LIST_CHANGED) for stream in told])
-    LIST_CHANGED_SENT.inc(len(told))
-    pending = await services.events.after_many([(stream.session_id, STREAM_ID, stream.last) for stream in told])
-    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))
+    await services.events.append_many(appends)
+    LIST_CHANGED_SENT.inc(len(appends))
+    await _deliver_pending(services, told)
+
+
+async def _deliver_pending(services: StreamServices, streams: list[StandaloneStream]) -> None:
+    pending = await services.events.after_many([(stream.session_id, STREAM_ID, stream.last) for stream in streams])
+    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(streams, pending, strict=True)))
+
+
+async def resource_round(services: StreamServices, streams: list[StandaloneStream | ListenStream], uri: str) -> None:
+    """Tell the sessions among ``streams`` that subscribed to ``uri`` that its content changed
+    (one pipeline for the subscriptions, one for the events); a session that may no longer
+    read it is not told. Listen streams hold their subscriptions themselves."""
+    listeners = [stream for stream in streams if isinstance(stream, ListenStream)]
+    if listeners:
+        await asyncio.gather(*(listener.resource_updated(uri) for listener in listeners))
+    sessions = [stream for stream in streams if isinstance(stream, StandaloneStream)]
+    subscribed = await services.sessions.subscribed([stream.session_id for stream in sessions], uri)
+    candidates = [stream for stream, yes in zip(sessions, subscribed, strict=True) if yes]
+    allowed = await asyncio.gather(*(services.host.resource_exists(s.identity, uri) for s in candidates))
+    told = [stream for stream, ok in zip(candidates, allowed, strict=True) if ok]
+    if not told:
+        return
+    event = _notification(RESOURCE_UPDATED, {"uri": uri})
+    await services.events.append_many([(stream.session_id, STREAM_ID, event) for stream in told])
+    await _deliver_pending(services, told)

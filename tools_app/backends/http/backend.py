@@ -28,6 +28,12 @@ text gives a text block; images and audio give image/audio blocks; other bytes a
 embedded resource. A non-2xx status is an ``isError`` result with the status and the
 start of the body (429/502/503/504 raise a retryable ``BackendError`` so idempotent
 tools are retried).
+
+Resources, resource templates and prompts use the same settings: the template's variables
+(or the prompt's arguments) fill the placeholders. A read answers the body as the
+resource's content (text for textual types, else a base64 blob); a prompt's endpoint
+answers a GetPromptResult as JSON (``{"messages": [...]}``, or a list of messages), or text
+that becomes one user message.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ import base64
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -222,6 +228,19 @@ def _header_value(value: str) -> str:
     return value
 
 
+class HttpTarget(Protocol):
+    """What a request is built from: a tool's, resource's or prompt's settings."""
+
+    @property
+    def backend_config(self) -> dict[str, Any]: ...
+
+    @property
+    def tenant_id(self) -> int | None: ...
+
+    @property
+    def timeout_seconds(self) -> float: ...
+
+
 @dataclass
 class PreparedRequest:
     request: httpx.Request
@@ -229,7 +248,7 @@ class PreparedRequest:
     secret_values: list[str]
 
 
-async def prepare(tool: ToolSpec, arguments: dict[str, Any]) -> PreparedRequest:
+async def prepare(tool: HttpTarget, arguments: dict[str, Any]) -> PreparedRequest:
     config = tool.backend_config
     method = config.get("method", "GET")
     filler = _Filler(arguments)
@@ -445,14 +464,14 @@ def to_result(tool: ToolSpec, fetched: FetchedResponse, secrets: list[str]) -> d
     return {"content": [{"type": "resource", "resource": resource}]}
 
 
-async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
-    prepared = await prepare(tool, arguments)
+async def _exchange(target: HttpTarget, arguments: dict[str, Any]) -> tuple[FetchedResponse, list[str]]:
+    prepared = await prepare(target, arguments)
     secrets = prepared.secret_values
-    timeout = float(tool.backend_config.get("timeout_seconds") or tool.timeout_seconds)
+    timeout = float(target.backend_config.get("timeout_seconds") or target.timeout_seconds)
     try:
         # The whole exchange, redirects and body included, not each read, is bounded.
         async with asyncio.timeout(timeout):
-            fetched = await fetch(prepared, follow_redirects=tool.backend_config.get("follow_redirects", True))
+            fetched = await fetch(prepared, follow_redirects=target.backend_config.get("follow_redirects", True))
     except DestinationBlocked as exc:
         raise ToolError(f"The request was refused: {exc}.") from None
     except (TimeoutError, httpx.TimeoutException):
@@ -461,4 +480,57 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
         host = prepared.request.url.host
         detail = redact(str(exc) or type(exc).__name__, secrets)
         raise BackendError(f"could not reach {host}: {detail}", retryable=True) from None
+    return fetched, secrets
+
+
+async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
+    fetched, secrets = await _exchange(tool, arguments)
     return to_result(tool, fetched, secrets)
+
+
+# --- resources and prompts ----------------------------------------------------------------
+
+validate_resource_config = validate_config
+validate_prompt_config = validate_config
+
+
+async def _fetch_ok(target: HttpTarget, arguments: dict[str, Any]) -> FetchedResponse:
+    """The 2xx response; BackendError (with the status and the start of the body) otherwise."""
+    try:
+        fetched, secrets = await _exchange(target, arguments)
+    except ToolError as exc:
+        raise BackendError(str(exc)) from None
+    if not 200 <= fetched.status < 300 or fetched.location:
+        snippet = redact(_trimmed(_decode(fetched.body, fetched.charset)), secrets)
+        message = f"HTTP {fetched.status} {fetched.reason}" + (f": {snippet}" if snippet else "")
+        raise BackendError(message, retryable=fetched.status in RETRYABLE_STATUSES)
+    return fetched
+
+
+class _Entry(HttpTarget, Protocol):
+    @property
+    def mime_type(self) -> str: ...
+
+
+async def read_resource(entry: _Entry, uri: str, variables: dict[str, str]) -> list[dict[str, Any]]:
+    fetched = await _fetch_ok(entry, dict(variables))
+    mime_type = entry.mime_type or fetched.content_type or "application/octet-stream"
+    if _is_text(fetched.content_type) or _is_json(fetched.content_type):
+        return [{"uri": uri, "mimeType": mime_type, "text": _decode(fetched.body, fetched.charset)}]
+    return [{"uri": uri, "mimeType": mime_type, "blob": base64.b64encode(fetched.body).decode("ascii")}]
+
+
+async def get_prompt(prompt: HttpTarget, arguments: dict[str, str]) -> dict[str, Any]:
+    fetched = await _fetch_ok(prompt, dict(arguments))
+    if _is_json(fetched.content_type):
+        try:
+            value = json.loads(fetched.body)
+        except ValueError:
+            raise BackendError("the prompt endpoint answered with invalid JSON") from None
+        if isinstance(value, list):
+            return {"messages": value}
+        if isinstance(value, dict) and isinstance(value.get("messages"), list):
+            return {key: value[key] for key in ("description", "messages") if key in value}
+        raise BackendError('the prompt endpoint must answer {"messages": [...]} or a list of messages')
+    text = _decode(fetched.body, fetched.charset)
+    return {"messages": [{"role": "user", "content": text_block(text)}]}

@@ -68,7 +68,18 @@ class UpstreamServerAdmin(TenantScopedAdmin):
     fieldsets = (
         (None, {"fields": ("tenant", "name", "url", "enabled")}),
         ("Authentication", {"fields": ("auth", "auth_header", "secret")}),
-        ("Import", {"fields": ("tool_prefix", "tags", "publish_new_tools", "timeout_seconds")}),
+        (
+            "Import",
+            {
+                "fields": (
+                    "tool_prefix",
+                    "tags",
+                    "publish_new_tools",
+                    "import_resources_and_prompts",
+                    "timeout_seconds",
+                )
+            },
+        ),
         ("State", {"fields": ("refreshed_at", "status", "server", "tools_table")}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )

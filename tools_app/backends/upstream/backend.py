@@ -8,6 +8,12 @@ Progress and log notifications of the upstream call reach the Toolbay client as 
 tool ran here; elicitation and sampling requests are relayed to the client too. A JSON-RPC
 error from the upstream becomes an ``isError`` result; an unreachable upstream a retryable
 ``BackendError``.
+
+Resources, resource templates and prompts imported from an upstream name it the same way:
+``{"upstream": <id>, "uri": "<the upstream's URI>"}`` for a resource,
+``{"upstream": <id>, "uri_template": "<its template>"}`` for a template (a read passes the
+URI on as it is) and ``{"upstream": <id>, "prompt": "<its name>"}`` for a prompt;
+completions are asked of the upstream too.
 """
 
 from __future__ import annotations
@@ -112,3 +118,92 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
     except UpstreamUnavailable as exc:
         raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
     return _clean_result(result)
+
+
+# --- resources, resource templates and prompts ---------------------------------------------------
+
+
+def _check_upstream(config: dict[str, Any], key: str) -> None:
+    allowed = {"upstream", key, "withdrawn"}
+    if set(config) - allowed:
+        raise BackendConfigError(
+            f"unknown upstream_mcp settings {sorted(set(config) - allowed)}; known: {sorted(allowed)}"
+        )
+    upstream = config.get("upstream")
+    if isinstance(upstream, bool) or not isinstance(upstream, int):
+        raise BackendConfigError('the upstream_mcp backend needs "upstream": the id of an upstream server')
+    if not isinstance(config.get(key), str) or not config[key]:
+        raise BackendConfigError(f'the upstream_mcp backend needs "{key}": its name on the upstream server')
+
+
+def validate_resource_config(config: dict[str, Any]) -> None:
+    _check_upstream(config, "uri")
+
+
+def validate_template_config(config: dict[str, Any]) -> None:
+    _check_upstream(config, "uri_template")
+
+
+def validate_prompt_config(config: dict[str, Any]) -> None:
+    _check_upstream(config, "prompt")
+
+
+async def _upstream_request(entry: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    config = entry.backend_config
+    if config.get("withdrawn"):
+        raise BackendError("the upstream server no longer offers it")
+    try:
+        endpoint = await endpoint_for_tool(config["upstream"], entry.tenant_id)
+    except SecretUnavailable as exc:
+        raise BackendError(f"cannot authenticate to the upstream server: {exc}") from None
+    if endpoint is None:
+        raise BackendError("its upstream server is missing or disabled")
+    try:
+        return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
+    except UpstreamError as exc:
+        raise BackendError(
+            f"the upstream server {endpoint.name} refused it: {redact(exc.message, endpoint.secret_values)} "
+            f"(error {exc.code})"
+        ) from None
+    except UpstreamUnavailable as exc:
+        raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
+
+
+async def read_resource(entry: Any, uri: str, variables: dict[str, str]) -> list[dict[str, Any]]:
+    upstream_uri = entry.backend_config.get("uri", uri)
+    result = await _upstream_request(entry, "resources/read", {"uri": upstream_uri})
+    contents = result.get("contents")
+    if not isinstance(contents, list):
+        raise BackendError("the upstream's resources/read result has no contents")
+    # The client asked for our URI: answer with it (they are the same unless renamed).
+    return [
+        {**item, "uri": uri if item.get("uri") == upstream_uri else item.get("uri", uri)}
+        for item in contents
+        if isinstance(item, dict) and ("text" in item or "blob" in item)
+    ]
+
+
+async def get_prompt(prompt: Any, arguments: dict[str, str]) -> dict[str, Any]:
+    result = await _upstream_request(
+        prompt, "prompts/get", {"name": prompt.backend_config["prompt"], "arguments": arguments}
+    )
+    if not isinstance(result.get("messages"), list):
+        raise BackendError("the upstream's prompts/get result has no messages")
+    return {key: result[key] for key in ("description", "messages") if key in result}
+
+
+async def complete(entry: Any, argument: str, value: str, context: dict[str, str]) -> dict[str, Any] | None:
+    config = entry.backend_config
+    if "prompt" in config:
+        ref = {"type": "ref/prompt", "name": config["prompt"]}
+    else:
+        ref = {"type": "ref/resource", "uri": config.get("uri_template") or config.get("uri")}
+    params: dict[str, Any] = {"ref": ref, "argument": {"name": argument, "value": value}}
+    if context:
+        params["context"] = {"arguments": context}
+    try:
+        result = await _upstream_request(entry, "completion/complete", params)
+    except BackendError:
+        return None  # an upstream without completions offers none
+    completion = result.get("completion")
+    return completion if isinstance(completion, dict) else None

@@ -341,18 +341,22 @@ class UpstreamSession:
                 await self._exchange(notice, None)
 
     async def list_tools(self) -> list[dict[str, Any]]:
-        tools: list[dict[str, Any]] = []
+        return await self.list_all("tools/list", "tools")
+
+    async def list_all(self, method: str, key: str) -> list[dict[str, Any]]:
+        """Every page of a paginated list (tools/list, resources/list, prompts/list, …)."""
+        items: list[dict[str, Any]] = []
         cursor: str | None = None
         for _page in range(1000):
-            result = await self.request("tools/list", {"cursor": cursor} if cursor else None)
-            page = result.get("tools")
+            result = await self.request(method, {"cursor": cursor} if cursor else None)
+            page = result.get(key)
             if not isinstance(page, list):
-                raise UpstreamUnavailable("the upstream's tools/list result has no tools list")
-            tools += [tool for tool in page if isinstance(tool, dict)]
+                raise UpstreamUnavailable(f"the upstream's {method} result has no {key} list")
+            items += [item for item in page if isinstance(item, dict)]
             cursor = result.get("nextCursor")
             if not cursor:
-                return tools
-        raise UpstreamUnavailable("the upstream's tools/list does not end")
+                return items
+        raise UpstreamUnavailable(f"the upstream's {method} does not end")
 
     async def listen(self, on_message: MessageHandler) -> None:
         """Follow the standing GET stream until the upstream ends it.

@@ -9,6 +9,13 @@ admin decides (the local name, enabled, tags, execution mode, timeout) is kept.
 A refresh that finds a published tool gone disables it (and marks it ``withdrawn`` in
 its settings) instead of deleting it, so access rules that name it survive; the tool
 comes back when the upstream offers it again.
+
+With ``import_resources_and_prompts`` a refresh also mirrors the upstream's resources,
+resource templates and prompts (when it declares those capabilities): every one becomes a
+row with backend ``upstream_mcp`` (``{"upstream": <id>, "uri" | "uri_template" | "prompt":
+…}``), named with the tool prefix (URIs are kept as they are), tagged with the server's
+tags, and withdrawn (disabled) when the upstream drops it. There is no publish step: access
+rules of their kind decide who sees them.
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ from tools_app.backends.models import owned_by
 from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamError, UpstreamSession, UpstreamUnavailable
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import SecretUnavailable, unseal
-from tools_app.catalog.models import TOOL_NAME_PATTERN, Tool
+from tools_app.catalog.models import TOOL_NAME_PATTERN, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.schemas import SchemaProblem, check_object_schema
+from tools_app.catalog.services import catalog_entry_check
+from tools_app.catalog.uri_templates import TemplateProblem, compile_template
 from tools_app.catalog.validation import check_icons
 
 log = logging.getLogger(__name__)
@@ -112,22 +121,36 @@ def clear_cache() -> None:
 class Discovery:
     tools: list[dict[str, Any]]
     server_info: dict[str, Any]
+    # Fetched only when the server imports them (``mirrored``); else left alone by a refresh.
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    mirrored: bool = False
 
 
-async def discover(endpoint: UpstreamEndpoint, session: UpstreamSession | None = None) -> Discovery:
-    """The upstream's tools, over ``session`` or a session of its own (closed after);
-    raises UpstreamRefreshError."""
+async def discover(
+    endpoint: UpstreamEndpoint, session: UpstreamSession | None = None, *, with_resources_and_prompts: bool = False
+) -> Discovery:
+    """The upstream's tools (and resources, templates and prompts when asked), over
+    ``session`` or a session of its own (closed after); raises UpstreamRefreshError."""
     own = session is None
     session = session or UpstreamSession(endpoint)
     try:
-        tools = await session.list_tools()
-        info = {**session.server_info, "protocolVersion": session.protocol_version}
+        discovery = Discovery(tools=await session.list_tools(), server_info={})
+        discovery.server_info = {**session.server_info, "protocolVersion": session.protocol_version}
+        if with_resources_and_prompts:
+            discovery.mirrored = True
+            if "resources" in session.capabilities:
+                discovery.resources = await session.list_all("resources/list", "resources")
+                discovery.templates = await session.list_all("resources/templates/list", "resourceTemplates")
+            if "prompts" in session.capabilities:
+                discovery.prompts = await session.list_all("prompts/list", "prompts")
     except (UpstreamUnavailable, UpstreamError) as exc:
-        raise UpstreamRefreshError(f"cannot list the tools of upstream {endpoint.name!r}: {exc}") from None
+        raise UpstreamRefreshError(f"cannot list what upstream {endpoint.name!r} offers: {exc}") from None
     finally:
         if own:
             await session.close()
-    return Discovery(tools=tools, server_info=info)
+    return discovery
 
 
 # --- turning upstream tool definitions into tool fields ------------------------------------------
@@ -225,6 +248,161 @@ def _name_taken(upstream: UpstreamServer, name: str, exclude: int | None = None)
     return (tools.exclude(pk=exclude) if exclude is not None else tools).exists()
 
 
+# --- mirroring resources, resource templates and prompts -------------------------------------------
+
+
+def _text(raw: dict[str, Any], key: str, limit: int | None = None) -> str:
+    value = raw.get(key)
+    return (value if isinstance(value, str) else "")[:limit]
+
+
+def _presentation(raw: dict[str, Any]) -> dict[str, Any]:
+    annotations: dict[str, Any] = raw["annotations"] if isinstance(raw.get("annotations"), dict) else {}
+    audience = annotations.get("audience")
+    priority = annotations.get("priority")
+    icons = []
+    for icon in raw.get("icons") or []:
+        try:
+            check_icons([icon])
+        except ValidationError:
+            continue
+        icons.append(icon)
+    return {
+        "title": _text(raw, "title", 200),
+        "description": _text(raw, "description"),
+        "icons": icons,
+        "audience": [a for a in audience if a in ("user", "assistant")] if isinstance(audience, list) else [],
+        "priority": float(priority) if isinstance(priority, int | float) and 0 <= priority <= 1 else None,
+    }
+
+
+def _resource_fields(raw: dict[str, Any], upstream: UpstreamServer) -> dict[str, Any] | None:
+    if not isinstance(raw.get("uri"), str) or not isinstance(raw.get("name"), str):
+        return None
+    return {
+        "uri": raw["uri"][:2048],
+        "name": local_name(upstream.tool_prefix, raw["name"]),
+        "mime_type": _text(raw, "mimeType", 200),
+        **_presentation(raw),
+    }
+
+
+def _template_fields(raw: dict[str, Any], upstream: UpstreamServer) -> dict[str, Any] | None:
+    if not isinstance(raw.get("uriTemplate"), str) or not isinstance(raw.get("name"), str):
+        return None
+    try:
+        compile_template(raw["uriTemplate"])
+    except TemplateProblem:
+        return None
+    return {
+        "uri_template": raw["uriTemplate"],
+        "name": local_name(upstream.tool_prefix, raw["name"]),
+        "mime_type": _text(raw, "mimeType", 200),
+        **_presentation(raw),
+    }
+
+
+def _prompt_fields(raw: dict[str, Any], upstream: UpstreamServer) -> dict[str, Any] | None:
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    arguments = []
+    for argument in raw.get("arguments") or []:
+        if isinstance(argument, dict) and isinstance(argument.get("name"), str) and argument["name"]:
+            kept = {k: argument[k] for k in ("name", "title", "description") if isinstance(argument.get(k), str)}
+            if argument.get("required") is True:
+                kept["required"] = True
+            arguments.append(kept)
+    fields = _presentation(raw)
+    del fields["audience"], fields["priority"]
+    fields["description"] = fields["description"].strip() or f"The prompt {name} of the MCP server {upstream.name}."
+    return {"name": local_name(upstream.tool_prefix, name), "arguments": arguments, **fields}
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """How one kind of upstream entry becomes rows: its model, the Discovery list it comes
+    from, the backend setting that names it upstream and the key of that name in the list."""
+
+    model: type[Resource] | type[ResourceTemplate] | type[Prompt]
+    listing: str
+    config_key: str
+    upstream_key: str
+    label: str
+    fields_of: Any
+
+    def apply(self, upstream: UpstreamServer, raws: list[dict[str, Any]], report: RefreshReport) -> None:
+        rows = self.model.objects.filter(
+            owned_by(upstream.tenant_id), backend_kind=BACKEND_KIND, backend_config__upstream=upstream.pk
+        ).select_for_update()
+        existing = {row.backend_config.get(self.config_key): row for row in rows}
+        wanted: dict[str, dict[str, Any]] = {}
+        for raw in raws:
+            fields = self.fields_of(raw, upstream)
+            if fields is None:
+                report.notes.append(f"skipped a {self.label} that cannot be imported: {str(raw)[:200]}")
+                continue
+            wanted[raw[self.upstream_key]] = fields
+        for key, row in existing.items():
+            config = dict(row.backend_config)
+            if key not in wanted:
+                if not config.get("withdrawn"):
+                    row.enabled, row.backend_config = False, {**config, "withdrawn": True}
+                    row.save()
+                    report.withdrawn.append(f"{self.label} {key}")
+                continue
+            fields = wanted[key]
+            changed = [name for name, value in fields.items() if getattr(row, name) != value]
+            restored = bool(config.pop("withdrawn", False))
+            for name in changed:
+                setattr(row, name, fields[name])
+            if restored:
+                row.enabled, row.backend_config = True, config
+            if changed or restored:
+                self._save(row, key, report, restored=restored)
+        for key, fields in wanted.items():
+            if key not in existing:
+                row = self.model(
+                    tenant_id=upstream.tenant_id,
+                    tags=list(upstream.tags or []),
+                    backend_kind=BACKEND_KIND,
+                    backend_config={"upstream": upstream.pk, self.config_key: key},
+                    timeout_seconds=upstream.timeout_seconds,
+                    **fields,
+                )
+                self._save(row, key, report, new=True)
+
+    def _save(self, row: Any, key: str, report: RefreshReport, *, new: bool = False, restored: bool = False) -> None:
+        try:
+            catalog_entry_check(row)
+        except ValidationError as exc:
+            report.notes.append(f"{self.label} {key!r} was not imported: {'; '.join(exc.messages)}")
+            return
+        row.save()
+        (report.added if new else report.restored if restored else report.updated).append(f"{self.label} {key}")
+
+
+MIRRORS = (
+    Mirror(Resource, "resources", "uri", "uri", "resource", _resource_fields),
+    Mirror(ResourceTemplate, "templates", "uri_template", "uriTemplate", "resource template", _template_fields),
+    Mirror(Prompt, "prompts", "prompt", "name", "prompt", _prompt_fields),
+)
+
+
+def mirrored_resources(upstream_id: int, upstream_uri: str) -> list[tuple[str, int | None]]:
+    """(local URI, tenant id) of the resources imported from that upstream URI."""
+    rows = Resource.objects.filter(
+        backend_kind=BACKEND_KIND, backend_config__upstream=upstream_id, backend_config__uri=upstream_uri
+    )
+    return list(rows.values_list("uri", "tenant_id"))
+
+
+def mirrored_uris(upstream_id: int) -> list[str]:
+    """The upstream URIs of the enabled resources imported from it (the listener subscribes to them)."""
+    rows = Resource.objects.filter(backend_kind=BACKEND_KIND, backend_config__upstream=upstream_id, enabled=True)
+    return [row.backend_config["uri"] for row in rows.only("backend_config") if "uri" in row.backend_config]
+
+
 # --- writes -------------------------------------------------------------------------------------
 
 
@@ -281,6 +459,9 @@ def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> Refre
                 report.unpublished.append(upstream_name)
                 continue
             report.added.append(name)
+    if discovery.mirrored:
+        for mirror in MIRRORS:
+            mirror.apply(upstream, getattr(discovery, mirror.listing), report)
     upstream.discovered_tools = [
         {key: raw[key] for key in DISCOVERED_KEYS if key in raw}
         for raw in discovery.tools
@@ -302,7 +483,7 @@ def upstream_refresh(*, upstream_id: int) -> RefreshReport:
     upstream = UpstreamServer.objects.select_related("secret").get(pk=upstream_id)
     try:
         endpoint = endpoint_of(upstream)
-        discovery = async_to_sync(discover)(endpoint)
+        discovery = async_to_sync(discover)(endpoint, with_resources_and_prompts=upstream.import_resources_and_prompts)
     except (SecretUnavailable, UpstreamRefreshError) as exc:
         _record_failure(upstream_id, str(exc))
         raise UpstreamRefreshError(str(exc)) from None
@@ -316,7 +497,7 @@ async def upstream_refresh_async(*, upstream_id: int, session: UpstreamSession |
     upstream = await UpstreamServer.objects.select_related("secret").aget(pk=upstream_id)
     try:
         endpoint = session.endpoint if session is not None else endpoint_of(upstream)
-        discovery = await discover(endpoint, session)
+        discovery = await discover(endpoint, session, with_resources_and_prompts=upstream.import_resources_and_prompts)
     except (SecretUnavailable, UpstreamRefreshError) as exc:
         await sync_to_async(_record_failure)(upstream_id, str(exc))
         raise UpstreamRefreshError(str(exc)) from None

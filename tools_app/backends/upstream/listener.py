@@ -2,7 +2,8 @@
 
 ``manage.py listen_upstreams`` runs ``listen_upstreams()``: for every enabled upstream it
 holds a session with a standing GET stream, refreshes (re-imports) when the upstream
-sends ``notifications/tools/list_changed``, and also every
+sends ``notifications/tools/list_changed`` (or, for servers whose resources and prompts
+are imported, ``…/resources/list_changed`` and ``…/prompts/list_changed``), and also every
 ``TOOLBAY_UPSTREAM_REFRESH_SECONDS`` as a safety net for upstreams that never announce
 changes (or offer no GET stream). A refresh writes ``Tool`` rows through
 ``tools_app.upstreams``, so the normal list-changed flow tells Toolbay's own clients.
@@ -11,6 +12,10 @@ Any number of listener processes may run: a Redis lease per upstream lets exactl
 them watch it, and another takes over within ``LEASE_SECONDS`` when that one dies. The
 set of upstreams is read again every ``sync_seconds``; an upstream whose settings
 changed gets a fresh session.
+
+For imported resources the listener also subscribes to their URIs upstream (when the
+upstream supports it), and passes ``notifications/resources/updated`` on to Toolbay's
+own subscribers (``tools_app.catalog.changes.aresource_updated``).
 """
 
 from __future__ import annotations
@@ -25,10 +30,17 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from mcp_platform.redis_clients import async_redis
-from tools_app.backends.upstream.client import ListenUnsupported, UpstreamSession, UpstreamUnavailable
-from tools_app.backends.upstream.federation import UpstreamRefreshError, endpoint_of, upstream_refresh_async
+from tools_app.backends.upstream.client import ListenUnsupported, UpstreamError, UpstreamSession, UpstreamUnavailable
+from tools_app.backends.upstream.federation import (
+    UpstreamRefreshError,
+    endpoint_of,
+    mirrored_resources,
+    mirrored_uris,
+    upstream_refresh_async,
+)
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import SecretUnavailable
+from tools_app.catalog.changes import aresource_updated
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +48,12 @@ LEASE_SECONDS = 30
 LEASE_RENEW_SECONDS = 10
 # A burst of list_changed notifications (an upstream adding ten tools) becomes one refresh.
 DEBOUNCE_SECONDS = 0.2
+LIST_CHANGES = {
+    "notifications/tools/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/prompts/list_changed",
+}
+MAX_UPSTREAM_SUBSCRIPTIONS = 1000
 MAX_BACKOFF_SECONDS = 60.0
 
 
@@ -81,6 +99,26 @@ async def _refresh(upstream_id: int, session: UpstreamSession) -> None:
         return
     if report.changed:
         log.info("upstream %s changed its tools: %s", upstream_id, report.summary())
+    await _subscribe_mirrored(upstream_id, session)
+
+
+async def _subscribe_mirrored(upstream_id: int, session: UpstreamSession) -> None:
+    """Subscribe to the imported resources upstream, so their updates reach us (best effort)."""
+    resources = session.capabilities.get("resources")
+    if not isinstance(resources, dict) or not resources.get("subscribe"):
+        return
+    for uri in (await sync_to_async(mirrored_uris)(upstream_id))[:MAX_UPSTREAM_SUBSCRIPTIONS]:
+        try:
+            await session.request("resources/subscribe", {"uri": uri})
+        except (UpstreamError, UpstreamUnavailable) as exc:
+            log.info("upstream %s: cannot subscribe to %s: %s", upstream_id, uri, exc)
+
+
+async def _pass_on_update(upstream_id: int, uri: object) -> None:
+    if not isinstance(uri, str):
+        return
+    for local_uri, tenant_id in await sync_to_async(mirrored_resources)(upstream_id, uri):
+        await aresource_updated(local_uri, tenant_id=tenant_id)
 
 
 async def _refresh_when_told(upstream_id: int, session: UpstreamSession, changed: asyncio.Event) -> None:
@@ -101,9 +139,13 @@ async def _follow(upstream_id: int) -> None:
     changed = asyncio.Event()
 
     async def on_message(message: dict[str, Any]) -> dict[str, Any] | None:
-        if message.get("method") == "notifications/tools/list_changed":
-            log.info("upstream %s announced a change of its tools", upstream.name)
+        method = message.get("method")
+        if method in LIST_CHANGES:
+            log.info("upstream %s announced a change of its tools or other lists (%s)", upstream.name, method)
             changed.set()
+        elif method == "notifications/resources/updated":
+            params = message.get("params")
+            await _pass_on_update(upstream_id, params.get("uri") if isinstance(params, dict) else None)
         return None
 
     try:

@@ -61,6 +61,11 @@ class UpstreamServer(models.Model):
         validators=[MinValueValidator(0.1), MaxValueValidator(3600)],
         help_text="Default timeout of imported tools.",
     )
+    import_resources_and_prompts = models.BooleanField(
+        default=False,
+        help_text="Mirror the upstream's resources, resource templates and prompts on every refresh (named with "
+        "the prefix, tagged with the tags; grant them with access rules of their kind).",
+    )
     enabled = models.BooleanField(default=True, help_text="Disabled: calls fail and nobody listens for changes.")
     discovered_tools = models.JSONField(default=list, blank=True, editable=False)
     server_info = models.JSONField(default=dict, blank=True, editable=False)

@@ -1,4 +1,5 @@
-"""``manage.py seed_demo``: the demo and conformance tenants, tools and the admin user (idempotent)."""
+"""``manage.py seed_demo``: the demo and conformance tenants, their tools, resources and
+prompts, and the admin user (idempotent)."""
 
 import os
 import secrets
@@ -10,7 +11,14 @@ from django.db import transaction
 from mcp_platform.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
-from tools_app.catalog.services import access_rule_grant_pattern, tool_install
+from tools_app.catalog.models import AccessRule
+from tools_app.catalog.services import (
+    access_rule_grant_pattern,
+    prompt_install,
+    resource_install,
+    resource_template_install,
+    tool_install,
+)
 from tools_app.packs import PACKS
 
 ADMIN_USERNAME = "admin"
@@ -19,7 +27,8 @@ PASSWORD_ENV = "TOOLBAY_ADMIN_PASSWORD"
 
 class Command(AuditedCommand):
     help = (
-        "Install the demo and conformance tool packs, the tenants 'demo' and 'conformance' (public) "
+        "Install the demo and conformance packs (tools, resources, prompts), the tenants 'demo' and "
+        "'conformance' (public) "
         f"with their grants, and an admin user. Safe to run again. The admin password comes from "
         f"${PASSWORD_ENV}, or is generated and printed once."
     )
@@ -30,11 +39,21 @@ class Command(AuditedCommand):
         conformance, _ = Tenant.objects.get_or_create(
             slug="conformance", defaults={"name": "MCP conformance suite", "allow_anonymous": True}
         )
-        for pack, tenant in (("demo", demo), ("conformance", conformance)):
-            for definition in PACKS[pack]:
-                tool_install(definition=definition, tags=[pack])
-            access_rule_grant_pattern(tenant=tenant, pattern=f"tag:{pack}", note=f"seed_demo: the {pack} pack")
-        self.stdout.write("Tool packs installed: demo (tenant 'demo'), conformance (tenant 'conformance', public).")
+        for name, tenant in (("demo", demo), ("conformance", conformance)):
+            pack = PACKS[name]
+            for tool in pack.tools:
+                tool_install(definition=tool, tags=[name])
+            for resource in pack.resources:
+                resource_install(definition=resource, tags=[name])
+            for template in pack.templates:
+                resource_template_install(definition=template, tags=[name])
+            for prompt in pack.prompts:
+                prompt_install(definition=prompt, tags=[name])
+            for kind in (AccessRule.Kind.TOOL, AccessRule.Kind.RESOURCE, AccessRule.Kind.PROMPT):
+                access_rule_grant_pattern(
+                    tenant=tenant, pattern=f"tag:{name}", kind=kind, note=f"seed_demo: the {name} pack"
+                )
+        self.stdout.write("Packs installed: demo (tenant 'demo'), conformance (tenant 'conformance', public).")
         self._ensure_admin(demo)
 
     def _ensure_admin(self, demo: Tenant) -> None:

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0004_schemas_kept_verbatim'),
+        ('tools_app', '0006_upstream_import_resources_and_prompts'),
     ]
 
     operations = [

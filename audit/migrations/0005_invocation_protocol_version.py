@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0003_invocation_call_id_and_quarantine'),
+        ('audit', '0004_invocation_kinds'),
     ]
 
     operations = [

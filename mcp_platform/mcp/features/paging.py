@@ -1,0 +1,30 @@
+"""Signed-cursor pages of a list, as ``tools/list`` pages (``mcp_platform.mcp.cursor``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError
+
+
+@dataclass(frozen=True)
+class Pager:
+    cursors: CursorCodec
+    page_size: int
+
+    def page(self, items: list[dict[str, Any]], params: dict[str, Any], *, key: str, scope: str) -> dict[str, Any]:
+        """``{key: <this page>, "nextCursor"?: …}``; a cursor not issued for ``scope`` is -32602."""
+        cursor = params.get("cursor")
+        offset = 0
+        if cursor is not None:
+            try:
+                offset = self.cursors.decode(cursor, scope=scope)
+            except (ValueError, TypeError):
+                raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+        end = offset + self.page_size
+        result: dict[str, Any] = {key: items[offset:end]}
+        if end < len(items):
+            result["nextCursor"] = self.cursors.encode(end, scope=scope)
+        return result
