@@ -52,13 +52,21 @@ def invocations_in(
     session_id: str | None = None,
     run_id: str | None = None,
     kind: str | None = None,
+    protocol_version: str | None = None,
 ) -> QuerySet[Invocation]:
     """Calls, reads and prompts of the tenants the user operates, with their tenant;
     ``since``/``until`` bound ``started_at``."""
     rows = Invocation.objects.filter(scope.within("tenant", READER_ROLE)).select_related("tenant")
     rows = _narrowed(rows, "started_at", tenant_slug, since, until)
     return _matching(
-        rows, tool_name=tool_name, key_id=key_id, outcome=outcome, session_id=session_id, run_id=run_id, kind=kind
+        rows,
+        tool_name=tool_name,
+        key_id=key_id,
+        outcome=outcome,
+        session_id=session_id,
+        run_id=run_id,
+        kind=kind,
+        protocol_version=protocol_version,
     )
 
 

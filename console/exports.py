@@ -79,6 +79,7 @@ INVOCATIONS = ExportSpec(
         Column("key_id", PLAIN),
         Column("key_label"),
         Column("session_id"),
+        Column("protocol_version"),
         Column("client_name"),
         Column("client_version"),
         Column("run_id"),

@@ -24,6 +24,7 @@ from django.utils.http import urlencode
 from audit.models import AuditEvent, Invocation
 from audit.signals import TRACKED
 from console.access import access_key, access_tenant
+from mcp_platform.mcp.versions import MODERN, SUPPORTED
 from tenants.models import Tenant
 from tenants.scope import TenantScope
 
@@ -83,10 +84,15 @@ class InvocationFilterForm(_TimeFilterForm):
     tool = forms.CharField(required=False, max_length=1024, strip=True, label="Tool, prompt or URI")
     key = forms.CharField(required=False, max_length=20)
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *Invocation.Outcome.choices])
+    revision = forms.ChoiceField(
+        required=False,
+        label="Protocol revision",
+        choices=[("", "Any revision"), *((version, version) for version in (*MODERN, *SUPPORTED))],
+    )
     session = forms.CharField(required=False, max_length=128, strip=True)
     run = forms.CharField(required=False, max_length=32, strip=True)
 
-    field_order = ["tenant", "kind", "tool", "key", "outcome", "range", "since", "until", "q"]
+    field_order = ["tenant", "kind", "tool", "key", "outcome", "revision", "range", "since", "until", "q"]
 
     def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
         super().__init__(data, scope, tenants)
@@ -115,6 +121,8 @@ class InvocationFilterForm(_TimeFilterForm):
             rows = rows.filter(key_id=key.pk)
         if data.get("outcome"):
             rows = rows.filter(outcome=data["outcome"])
+        if data.get("revision"):
+            rows = rows.filter(protocol_version=data["revision"])
         if data.get("session"):
             rows = rows.filter(session_id=data["session"])
         if data.get("run"):

@@ -80,6 +80,9 @@ def test_invocation_filters(as_role, calls) -> None:
     assert ids(client.get("/api/v1/invocations/?outcome=invalid_arguments")) == [calls["failed"].pk]
     assert ids(client.get("/api/v1/invocations/?tool=echo")) == [calls["new"].pk, calls["old"].pk]
     assert ids(client.get("/api/v1/invocations/?key=7")) == [calls["new"].pk]
+    Invocation.objects.filter(pk=calls["old"].pk).update(protocol_version="2026-07-28")
+    assert ids(client.get("/api/v1/invocations/?revision=2026-07-28")) == [calls["old"].pk]
+    assert client.get(f"/api/v1/invocations/{calls['old'].pk}/").json()["protocol_version"] == "2026-07-28"
     since = (timezone.now() - timedelta(hours=1)).isoformat()
     until = (timezone.now() - timedelta(minutes=10)).isoformat()
     assert ids(client.get("/api/v1/invocations/", {"since": since, "until": until})) == [calls["failed"].pk]

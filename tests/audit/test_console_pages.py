@@ -28,7 +28,10 @@ def mixed(acme, make_invocation, make_key):
         "denied": make_invocation(acme, "forbidden_thing", "denied", error_message="Unknown or forbidden tool"),
         "timeout": make_invocation(acme, "slow_report", "timed_out", error_message="timed out after 30 seconds"),
         "old": make_invocation(acme, "slow_report", ago=timedelta(days=3)),
-        "session": make_invocation(acme, "echo", session_id="sess-123", run_id="run-9", is_task=True),
+        "session": make_invocation(
+            acme, "echo", session_id="sess-123", run_id="run-9", is_task=True, protocol_version="2025-11-25"
+        ),
+        "modern": make_invocation(acme, "echo", protocol_version="2026-07-28", ago=timedelta(days=2)),
     }
     return key, rows
 
@@ -36,16 +39,18 @@ def mixed(acme, make_invocation, make_key):
 @pytest.mark.parametrize(
     ("params", "expected"),
     [
-        ({}, ["ok", "error", "denied", "timeout", "old", "session"]),
+        ({}, ["ok", "error", "denied", "timeout", "old", "session", "modern"]),
         ({"tool": "search_docs"}, ["ok", "error"]),
         ({"outcome": "timed_out"}, ["timeout"]),
         ({"outcome": "denied", "tool": "forbidden_thing"}, ["denied"]),
         ({"key": "KEY"}, ["ok"]),
-        ({"key": "none"}, ["error", "denied", "timeout", "old", "session"]),
+        ({"key": "none"}, ["error", "denied", "timeout", "old", "session", "modern"]),
         ({"range": "24h"}, ["ok", "error", "denied", "timeout", "session"]),
         ({"q": "bad gateway"}, ["error"]),  # error text, any case
         ({"q": "SLOW_rep"}, ["timeout", "old"]),  # tool name
         ({"q": "no such text anywhere"}, []),
+        ({"revision": "2026-07-28"}, ["modern"]),
+        ({"revision": "2025-11-25", "tool": "echo"}, ["session"]),
         ({"session": "sess-123"}, ["session"]),
         ({"run": "run-9"}, ["session"]),
     ],

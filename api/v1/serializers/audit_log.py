@@ -27,6 +27,7 @@ class InvocationSerializer(serializers.ModelSerializer):
             "key_id",
             "key_label",
             "session_id",
+            "protocol_version",
             "client_name",
             "client_version",
             "arguments",
@@ -79,6 +80,9 @@ class InvocationFilter(_TimeWindowFilter):
     )
     key = serializers.IntegerField(required=False, min_value=1, help_text="Only calls made with this API key (id).")
     outcome = serializers.ChoiceField(required=False, choices=Invocation.Outcome.choices)
+    revision = serializers.CharField(
+        required=False, max_length=16, help_text="Only calls made on this MCP protocol revision, e.g. 2026-07-28."
+    )
     session = serializers.CharField(required=False, max_length=128, help_text="Only calls of this MCP session.")
     run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
 

@@ -60,6 +60,7 @@ class InvocationViewSet(_AuditLogViewSet):
             session_id=filters.get("session"),
             run_id=filters.get("run"),
             kind=filters.get("kind"),
+            protocol_version=filters.get("revision"),
         )
 
 
