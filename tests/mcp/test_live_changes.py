@@ -4,6 +4,7 @@ sessions whose visible tools changed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from django.db import connection, transaction
 from django.test import Client as DjangoClient
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged
 
 from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
@@ -291,6 +293,50 @@ def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, 
     time.sleep(0.5)  # proving a negative: the change is announced once, not twice
     assert resumed.changes() == 1
     assert resumed.events[0].id.startswith("get.") and resumed.events[0].id != last_seen
+
+
+def _admin_edit_in_thread(superuser: Any, name: str, description: str) -> None:
+    """What an admin does: the Tool change form, posted (from a thread of an async test)."""
+    try:
+        tool = Tool.objects.get(name=name)
+        admin = DjangoClient()
+        admin.force_login(superuser)
+        data = tool_data(
+            tenant=str(tool.tenant_id),
+            name=name,
+            description=description,
+            input_schema='{"type": "object"}',
+            tags=f'["{name}"]',
+            read_only_hint="unknown",
+        )
+        response = admin.post(f"/admin/tools_app/tool/{tool.pk}/change/", data)
+        assert response.status_code == 302, response.content[:2000]
+    finally:
+        connection.close()
+
+
+def test_sdk_listen_stream_hears_an_admin_edit_on_each_process(orm, live_servers, gamma):
+    """2026-07-28: the SDK in auto mode holds a subscriptions/listen stream on each server;
+    an admin edit reaches both."""
+
+    async def listen_and_edit() -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            subscriptions = []
+            for server in live_servers:
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers={"Authorization": f"Bearer {gamma['keys']['plain']}"}, timeout=30)
+                )
+                client = await stack.enter_async_context(
+                    Client(streamable_http_client(server.endpoint("live-gamma"), http_client=http), mode="auto")
+                )
+                assert client.session.protocol_version == "2026-07-28"
+                subscriptions.append(await stack.enter_async_context(client.listen(tools_list_changed=True)))
+            await asyncio.to_thread(_admin_edit_in_thread, gamma["superuser"], "gamma_open", "heard on listen")
+            for subscription in subscriptions:
+                event = await asyncio.wait_for(subscription.__anext__(), 10)
+                assert isinstance(event, ToolsListChanged)
+
+    asyncio.run(listen_and_edit())
 
 
 def test_sdk_client_list_changed_handler(orm, server, gamma):

@@ -77,6 +77,7 @@ class ListenStream:
         self._reasons: set[str] = set()
         self._send_lock = asyncio.Lock()
         self.digests: Mapping[str, str] = {}
+        self._baseline = asyncio.Event()  # set once ``digests`` holds what the client was acknowledged with
 
     def follows_task(self, task_id: str) -> bool:
         return task_id in self._task_ids
@@ -91,9 +92,14 @@ class ListenStream:
         """Serve the stream until the client leaves; ``register`` joins the process's hub and
         gives back the function that leaves it."""
         await self._responder.start(200, list(sse.HEADERS))
-        await self.notify("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
-        unregister = await register(self)  # before the fingerprints: any later change wakes this stream
-        self.digests = await self._host.visible_digests(self.identity)
+        # Joined and fingerprinted before the acknowledgement: a change the client makes once
+        # it holds the acknowledgement always reaches it. A change racing the fingerprint is
+        # compared once the baseline is there (``refresh``), and nothing precedes the ack.
+        async with self._send_lock:
+            unregister = await register(self)
+            self.digests = await self._host.visible_digests(self.identity)
+            await self._write("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
+            self._baseline.set()
         tasks = [
             asyncio.ensure_future(c) for c in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
         ]
@@ -109,16 +115,17 @@ class ListenStream:
             await self._responder.end()
 
     async def notify(self, method: str, params: dict[str, Any]) -> None:
-        meta = dict(params.get("_meta") or {})
-        meta[SUBSCRIPTION_ID_META_KEY] = self.subscription_id
         async with self._send_lock:
-            await self._responder.write(
-                sse.event(jsonrpc.dumps(jsonrpc.notification(method, {**params, "_meta": meta})))
-            )
+            await self._write(method, params)
+
+    async def _write(self, method: str, params: dict[str, Any]) -> None:
+        meta = {**(params.get("_meta") or {}), SUBSCRIPTION_ID_META_KEY: self.subscription_id}
+        await self._responder.write(sse.event(jsonrpc.dumps(jsonrpc.notification(method, {**params, "_meta": meta}))))
 
     async def refresh(self) -> None:
         """A catalog change: tell the client of each list it follows that its caller now sees
         differently."""
+        await self._baseline.wait()
         host = self._host
         identity = await host.revalidate(self.identity)
         if identity is None:
