@@ -51,12 +51,23 @@ def invocations_in(
     outcome: str | None = None,
     session_id: str | None = None,
     run_id: str | None = None,
+    oauth_subject: str | None = None,
+    oauth_client: str | None = None,
 ) -> QuerySet[Invocation]:
     """Calls of the tenants the user operates, with their tenant; ``since``/``until`` bound
     ``started_at``."""
     rows = Invocation.objects.filter(scope.within("tenant", READER_ROLE)).select_related("tenant")
     rows = _narrowed(rows, "started_at", tenant_slug, since, until)
-    return _matching(rows, tool_name=tool_name, key_id=key_id, outcome=outcome, session_id=session_id, run_id=run_id)
+    return _matching(
+        rows,
+        tool_name=tool_name,
+        key_id=key_id,
+        outcome=outcome,
+        session_id=session_id,
+        run_id=run_id,
+        oauth_subject=oauth_subject,
+        oauth_client=oauth_client,
+    )
 
 
 def audit_events_in(
@@ -70,10 +81,20 @@ def audit_events_in(
     action: str | None = None,
     source: str | None = None,
     actor: str | None = None,
+    oauth_subject: str | None = None,
+    oauth_client: str | None = None,
 ) -> QuerySet[AuditEvent]:
     """Changes in the tenants the user operates; ``actor`` matches part of the actor's name,
     ``since``/``until`` bound ``created_at``."""
     rows = AuditEvent.objects.filter(scope.within("tenant", READER_ROLE))
     rows = _narrowed(rows, "created_at", tenant_slug, since, until)
-    rows = _matching(rows, object_type=object_type, object_id=object_id, action=action, source=source)
+    rows = _matching(
+        rows,
+        object_type=object_type,
+        object_id=object_id,
+        action=action,
+        source=source,
+        oauth_subject=oauth_subject,
+        oauth_client=oauth_client,
+    )
     return rows if actor is None else rows.filter(actor_label__icontains=actor)

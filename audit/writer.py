@@ -43,6 +43,8 @@ COLUMNS = (
     "tenant_id",
     "key_id",
     "key_label",
+    "oauth_subject",
+    "oauth_client",
     "session_id",
     "client_name",
     "client_version",
@@ -58,6 +60,8 @@ COLUMNS = (
     "started_at",
     "finished_at",
 )
+# Columns added after rows were first journaled: a row from an older process lacks them.
+LATER_COLUMNS = {"oauth_subject": "", "oauth_client": ""}
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
 
@@ -79,7 +83,11 @@ def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
             row = orjson.loads(raw)
         except orjson.JSONDecodeError:
             row = json.loads(raw)  # ASCII rows with escapes orjson refuses (lone surrogates)
-        if not isinstance(row, dict) or not all(column in row for column in COLUMNS):
+        if not isinstance(row, dict):
+            raise ValueError("not an invocation row")
+        for column, default in LATER_COLUMNS.items():
+            row.setdefault(column, default)
+        if not all(column in row for column in COLUMNS):
             raise ValueError("not an invocation row")
     except ValueError as exc:
         return Entry(journal_id.decode(), raw, None, f"undecodable journal entry: {exc}")

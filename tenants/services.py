@@ -13,7 +13,15 @@ from django.utils import timezone
 from tenants import keys
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
 
-TENANT_FIELDS = ("slug", "name", "is_active", "allow_anonymous", "calls_per_minute", "max_concurrent_calls")
+TENANT_FIELDS = (
+    "slug",
+    "name",
+    "is_active",
+    "allow_anonymous",
+    "api_keys_enabled",
+    "calls_per_minute",
+    "max_concurrent_calls",
+)
 
 
 @transaction.atomic

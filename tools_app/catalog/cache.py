@@ -41,15 +41,18 @@ class TenantTools:
     source: TenantRecord
     tools: tuple[ToolSpec, ...]
     rules: tuple[RuleSpec, ...]
-    _visible: dict[tuple[int | None, frozenset[str]], VisibleSet] = field(default_factory=dict)
+    _visible: dict[tuple[int | None, str, frozenset[str], frozenset[str]], VisibleSet] = field(default_factory=dict)
 
     def visible(self, principal: Principal) -> VisibleSet:
-        memo_key = (principal.key_id, principal.scopes)
+        # What rules can tell callers apart by: key, OAuth subject, groups, scopes.
+        memo_key = (principal.key_id, principal.oauth_subject, principal.groups, principal.scopes)
         found = self._visible.get(memo_key)
         if found is None:
             tools = tuple(visible_tools(self.tools, self.rules, principal))
             digest = hashlib.sha256("|".join(f"{t.id}:{t.version}" for t in tools).encode()).hexdigest()
             found = VisibleSet(tools=tools, by_name={t.name: t for t in tools}, digest=digest)
+            if len(self._visible) >= MAX_ENTRIES:  # OAuth subjects are many; keep it bounded
+                self._visible.clear()
             self._visible[memo_key] = found
         return found
 

@@ -10,7 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 
-from tenants.forms import ScopeListField
+from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Tool
 
@@ -175,7 +175,16 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
 
     owned_by_tenant: ClassVar[bool] = False
 
-    scopes = ScopeListField(help_text="Narrow the rule to keys holding any of these scopes (spaces or commas).")
+    scopes = ScopeListField(
+        help_text="Narrow the rule to credentials holding any of these scopes (API key scopes or OAuth token "
+        "scopes; spaces or commas)."
+    )
+    oauth_subjects = NameListField(
+        help_text="Narrow the rule to OAuth callers with one of these subjects (the subject claim; spaces or commas)."
+    )
+    oauth_groups = NameListField(
+        help_text="Narrow the rule to OAuth callers in one of these groups (the groups or roles claim)."
+    )
 
     class Meta:
         model = AccessRule

@@ -97,6 +97,13 @@ class RuleSpec:
     owner_id: int | None
     key_ids: frozenset[int] = field(default_factory=frozenset)
     scopes: frozenset[str] = field(default_factory=frozenset)
+    subjects: frozenset[str] = field(default_factory=frozenset)
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the rule names credentials (keys, OAuth subjects or groups)."""
+        return bool(self.key_ids or self.subjects or self.groups)
 
     @classmethod
     def from_model(cls, rule: AccessRule, key_ids: frozenset[int]) -> RuleSpec:
@@ -109,4 +116,6 @@ class RuleSpec:
             owner_id=rule.owner_id,
             key_ids=key_ids,
             scopes=frozenset(rule.scopes or []),
+            subjects=frozenset(rule.oauth_subjects or []),
+            groups=frozenset(rule.oauth_groups or []),
         )

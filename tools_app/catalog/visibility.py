@@ -4,9 +4,10 @@ Pure functions over snapshots so the admin preview, the selectors and the hot-pa
 all answer the same way. The rules:
 
 - a private tool is only ever visible to its own tenant;
-- a rule applies to a principal when its tenant is empty or the principal's tenant, its
-  key list is empty or holds the principal's key, and its scope list is empty or shares
-  a scope with the key;
+- a rule applies to a principal when its tenant is empty or the principal's tenant; when
+  it names credentials (API keys, OAuth subjects, OAuth groups) the principal is one of
+  them (its key is listed, its subject is listed, or it is in a listed group); and its
+  scope list is empty or shares a scope with the credential (key or token scopes);
 - a tenant-owned rule (``owner`` set) can grant only that tenant's private tools;
 - a tool is visible when it is enabled, at least one applicable rule allows it and no
   applicable rule denies it (deny wins; no rule means no access);
@@ -35,7 +36,11 @@ def rule_targets(rule: RuleSpec, tool: ToolSpec) -> bool:
 def rule_applies(rule: RuleSpec, principal: Principal) -> bool:
     if rule.tenant_id is not None and rule.tenant_id != principal.tenant_id:
         return False
-    if rule.key_ids and principal.key_id not in rule.key_ids:
+    if rule.narrowed and not (
+        (principal.key_id is not None and principal.key_id in rule.key_ids)
+        or (principal.oauth_subject and principal.oauth_subject in rule.subjects)
+        or bool(rule.groups & principal.groups)
+    ):
         return False
     return not rule.scopes or bool(rule.scopes & principal.scopes)
 

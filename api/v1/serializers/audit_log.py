@@ -25,6 +25,8 @@ class InvocationSerializer(serializers.ModelSerializer):
             "duration_ms",
             "key_id",
             "key_label",
+            "oauth_subject",
+            "oauth_client",
             "session_id",
             "client_name",
             "client_version",
@@ -50,6 +52,8 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "id",
             "tenant",
             "actor",
+            "oauth_subject",
+            "oauth_client",
             "source",
             "action",
             "object_type",
@@ -67,7 +71,16 @@ class _TimeWindowFilter(serializers.Serializer):
     until = serializers.DateTimeField(required=False, help_text="Only rows before this time (ISO 8601).")
 
 
-class InvocationFilter(_TimeWindowFilter):
+class _OAuthFilter(serializers.Serializer):
+    oauth_subject = serializers.CharField(
+        required=False, max_length=255, help_text="Only rows of this OAuth subject (the token's subject claim)."
+    )
+    oauth_client = serializers.CharField(
+        required=False, max_length=255, help_text="Only rows of this OAuth client (its client_id)."
+    )
+
+
+class InvocationFilter(_TimeWindowFilter, _OAuthFilter):
     tool = serializers.CharField(required=False, max_length=128, help_text="Only calls of this tool (name).")
     key = serializers.IntegerField(required=False, min_value=1, help_text="Only calls made with this API key (id).")
     outcome = serializers.ChoiceField(required=False, choices=Invocation.Outcome.choices)
@@ -75,7 +88,7 @@ class InvocationFilter(_TimeWindowFilter):
     run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
 
 
-class AuditEventFilter(_TimeWindowFilter):
+class AuditEventFilter(_TimeWindowFilter, _OAuthFilter):
     object_type = serializers.CharField(
         required=False, max_length=100, help_text="e.g. tools_app.Tool, tenants.ApiKey, tools_app.AccessRule"
     )

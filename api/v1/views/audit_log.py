@@ -58,6 +58,8 @@ class InvocationViewSet(_AuditLogViewSet):
             outcome=filters.get("outcome"),
             session_id=filters.get("session"),
             run_id=filters.get("run"),
+            oauth_subject=filters.get("oauth_subject"),
+            oauth_client=filters.get("oauth_client"),
         )
 
 
@@ -83,4 +85,6 @@ class AuditEventViewSet(_AuditLogViewSet):
             action=filters.get("action"),
             source=filters.get("source"),
             actor=filters.get("actor"),
+            oauth_subject=filters.get("oauth_subject"),
+            oauth_client=filters.get("oauth_client"),
         )
