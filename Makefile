@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help run test conformance lint bench clean distclean
+.PHONY: help run test conformance conformance-auth lint bench clean distclean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -17,6 +17,9 @@ test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) a
 conformance: ## The MCP conformance suite 0.1.16 against a throw-away server (baseline: conformance/baseline.yml)
 	@bash conformance/run.sh
 
+conformance-auth: ## The suite's authorization-server scenarios (0.2.0-alpha.12) against the embedded OAuth server
+	@bash conformance/auth.sh
+
 lint: ## ruff check .
 	@bash -c 'source scripts/lib.sh && ensure_requirements dev && cd "$$ROOT" && "$$VENV/bin/ruff" check .'
 
@@ -28,4 +31,4 @@ clean: ## Remove caches, var/ (private Redis dirs, conformance database) and con
 	find . -path ./.venv -prune -o -path ./.conf -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean ## clean, and also remove .venv and .conf (Node + the conformance suite); keeps db.sqlite3
-	rm -rf .venv .conf
+	rm -rf .venv .conf .conf-alpha

@@ -8,6 +8,7 @@ server; otherwise its URLs answer 404 like an unknown tenant's.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +51,7 @@ def open_cors(view: View) -> View:
     """Metadata, keys, token, registration and revocation are read by browser-based clients
     from any origin; none of them uses cookies, so any origin may."""
 
+    @functools.wraps(view)  # keeps csrf_exempt and the other markers of the view
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if request.method == "OPTIONS":
             response: HttpResponseBase = HttpResponse(status=204)
@@ -60,8 +62,6 @@ def open_cors(view: View) -> View:
         response["Access-Control-Allow-Headers"] = "Authorization, Content-Type, MCP-Protocol-Version"
         return response
 
-    wrapped.__name__ = view.__name__
-    wrapped.__doc__ = view.__doc__
     return wrapped
 
 
@@ -215,6 +215,7 @@ def authorize(request: HttpRequest, slug: str) -> HttpResponseBase:
     except OAuth2Error as error:
         if getattr(error, "redirect_uri", None):
             response: HttpResponse = server.handle_error_response(server.create_oauth2_request(request), error)
+            server.issuer_parameter.add_issuer_parameter(server, response)
             return response
         return render(
             request,

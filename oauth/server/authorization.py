@@ -18,8 +18,10 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 from authlib.common.encoding import json_dumps
+from authlib.common.urls import add_params_to_uri
 from authlib.integrations.django_oauth2.requests import DjangoJsonRequest, DjangoOAuth2Request
 from authlib.oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
@@ -244,11 +246,19 @@ class AccessTokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
 
 
 class Issuer(IssuerParameter):  # type: ignore[misc]
+    """RFC 9207: ``iss`` in every authorization response, errors included."""
+
     def __init__(self, issuer: str) -> None:
         self.issuer = issuer
 
     def get_issuer(self) -> str:
         return self.issuer
+
+    def add_issuer_parameter(self, authorization_server: Any, response: HttpResponse) -> None:
+        # Authlib's own version reads response.location (Flask); a Django response has a header.
+        location = response.get("Location")
+        if location and "iss=" not in urlsplit(location).query:
+            response["Location"] = add_params_to_uri(location, {"iss": self.issuer})
 
 
 class Revocation(RevocationEndpoint):  # type: ignore[misc]
@@ -326,7 +336,8 @@ class TenantAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.register_grant(CodeGrant, [S256Challenge(required=True)])
         self.register_grant(RefreshGrant)
         self.register_token_generator("default", AccessTokenGenerator(self))
-        self.register_extension(Issuer(self.issuer))
+        self.issuer_parameter = Issuer(self.issuer)
+        self.register_extension(self.issuer_parameter)
         self.register_endpoint(Revocation)
         self.register_endpoint(Registration)
 
