@@ -35,6 +35,7 @@ from joserfc.errors import (
     BadSignatureError,
     ExpiredTokenError,
     InvalidClaimError,
+    InvalidKeyIdError,
     JoseError,
     MissingClaimError,
     UnsupportedAlgorithmError,
@@ -114,6 +115,8 @@ def _decode(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, 
         raise TokenRejected("the token's signature algorithm is not accepted") from None
     except BadSignatureError:
         raise TokenRejected("the token's signature does not verify") from None
+    except InvalidKeyIdError:
+        raise TokenRejected("the token's signing key is not one of the issuer's keys") from None
     except JoseError as exc:
         raise TokenRejected(f"the token cannot be verified ({type(exc).__name__})") from None
     return dict(decoded.claims)
