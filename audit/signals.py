@@ -22,6 +22,10 @@ TRACKED = [
     "tools_app.BackendSecret",
     "tools_app.UpstreamServer",
     "api.PersonalAccessToken",
+    "oauth.TenantOAuth",
+    "oauth.TrustedIssuer",
+    "oauth.OAuthClient",
+    "oauth.Grant",
 ]
 
 

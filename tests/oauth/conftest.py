@@ -9,6 +9,7 @@ too (member: mallory, who is not a member of oauth-a).
 
 from __future__ import annotations
 
+import io
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -20,18 +21,12 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.core.management import call_command
 
 from oauth.services import oauth_settings_set, trusted_issuer_save
 from tenants.models import Membership
 from tenants.services import api_key_create, membership_set, tenant_create
-from tests.mcp.conftest import (  # noqa: F401  (fixtures used here)
-    LiveServer,
-    LiveWorld,
-    live_audit_writer,
-    live_world,
-    orm,
-    start_server,
-)
+from tests.mcp.conftest import LiveServer, LiveWriter, start_audit_writer, start_server
 from tests.oauth.servers import ExternalIssuer, MetadataDocumentHost
 from tools_app.catalog.services import access_rule_grant_pattern
 
@@ -48,12 +43,13 @@ class OAuthWorld:
 
 @pytest.fixture(scope="session")
 def oauth_world(
-    live_world: LiveWorld,  # noqa: F811
-    django_db_blocker: Any,
-    tmp_path_factory: pytest.TempPathFactory,
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OAuthWorld]:
     world = OAuthWorld(ExternalIssuer(), MetadataDocumentHost(tmp_path_factory.mktemp("cimd")))
     with django_db_blocker.unblock():
+        call_command("seed_demo", stdout=io.StringIO())  # the demo tools (idempotent; live_world runs it too)
+        plain = tenant_create(slug="oauth-plain", name="No OAuth")
+        access_rule_grant_pattern(tenant=plain, pattern="tag:demo")
         # Hashed the way the live server (production settings, not the tests' MD5) checks them.
         users = {name: get_user_model().objects.create_user(name, password=None) for name in PASSWORDS}
         for name, user in users.items():
@@ -80,10 +76,23 @@ def oauth_world(
 
 
 @pytest.fixture(scope="session")
+def oauth_audit_writer(oauth_world: OAuthWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveWriter]:
+    # Writers share the journal as a consumer group: this one may run beside the MCP tests'.
+    writer = start_audit_writer(tmp_path_factory.mktemp("oauth-audit-writer"), "oauth-audit-writer")
+    yield writer
+    writer.stop()
+
+
+@pytest.fixture
+def orm(django_db_blocker: Any) -> Iterator[None]:
+    """Read or write the live database from a test (autocommit, visible to the servers)."""
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture(scope="session")
 def oauth_server(
-    oauth_world: OAuthWorld,
-    live_audit_writer: Any,  # noqa: F811
-    tmp_path_factory: pytest.TempPathFactory,
+    oauth_world: OAuthWorld, oauth_audit_writer: LiveWriter, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
     server = start_server(
         tmp_path_factory.mktemp("oauth-server"),

@@ -54,7 +54,7 @@ def test_accepted_on_the_tenant_that_trusts_the_issuer(oauth_server, oauth_world
 
 
 def test_refused_on_tenants_that_do_not_trust_it(oauth_server, oauth_world: OAuthWorld):
-    for slug in ("oauth-a", "oauth-c", "live-alpha"):
+    for slug in ("oauth-a", "oauth-c", "oauth-plain"):
         endpoint = oauth_server.endpoint(slug)
         token = oauth_world.issuer.mint(audience=endpoint)  # even with the right audience
         response = _initialize(endpoint, token)

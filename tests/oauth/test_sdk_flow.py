@@ -96,8 +96,8 @@ def test_bare_401_names_the_metadata_and_the_scope(oauth_server, oauth_world):
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert metadata["client_id_metadata_document_supported"] is True
     # A tenant without OAuth advertises nothing (no metadata, a plain challenge).
-    assert httpx.get(f"{oauth_server.url}/.well-known/oauth-protected-resource/mcp/live-alpha").status_code == 404
-    plain = httpx.post(oauth_server.endpoint("live-alpha"), json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert httpx.get(f"{oauth_server.url}/.well-known/oauth-protected-resource/mcp/oauth-plain").status_code == 404
+    plain = httpx.post(oauth_server.endpoint("oauth-plain"), json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert plain.status_code == 401 and plain.headers["www-authenticate"] == "Bearer"
 
 
