@@ -284,13 +284,15 @@ class OAuthTokenVerifier:
                 _validate_claims(claims, issuer=issuer.issuer, audience=issuer.audience or resource)
                 return self._principal(tenant, issuer, claims, resource)
             return await self._introspected(tenant, issuer, token, resource)
+        # An opaque token: ask the introspecting issuers in turn; the reason given is the last one's.
+        rejection = TokenRejected("not a token this tenant accepts")
         for issuer in config.issuers.values():
             if issuer.validation == "introspection":
                 try:
                     return await self._introspected(tenant, issuer, token, resource)
-                except TokenRejected:
-                    continue
-        raise TokenRejected("not a token this tenant accepts")
+                except TokenRejected as exc:
+                    rejection = exc
+        raise rejection
 
     async def _embedded(
         self,

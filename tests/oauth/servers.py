@@ -24,13 +24,25 @@ from joserfc.jwk import KeySet, RSAKey, generate_key
 
 
 class _Server:
-    def __init__(self, routes: Callable[[str], tuple[int, Any]], tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        routes: Callable[[str], tuple[int, Any]],
+        tls: ssl.SSLContext | None = None,
+        posts: Callable[[str, bytes, str], tuple[int, Any]] | None = None,
+    ) -> None:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 outer.hits.append(self.path)
-                status, body = routes(self.path)
+                self._answer(*routes(self.path))
+
+            def do_POST(self) -> None:
+                outer.hits.append(self.path)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self._answer(*(posts(self.path, body, self.headers.get("Authorization", "")) if posts else (404, {})))
+
+            def _answer(self, status: int, body: Any) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -54,18 +66,39 @@ class _Server:
         self.httpd.server_close()
 
 
+INTROSPECTION_CLIENT = "toolbay-rs:rs-secret"
+
+
 class ExternalIssuer:
     """An authorization server Toolbay does not run: OIDC discovery and a JWKS on loopback,
     and tokens signed with its own RSA key."""
 
     def __init__(self) -> None:
         self.key: RSAKey = generate_key("RSA", 2048, parameters={"alg": "RS256", "use": "sig"}, auto_kid=True)
-        self.server = _Server(self._route)
+        # Opaque tokens its introspection endpoint knows: token -> RFC 7662 answer.
+        self.opaque: dict[str, dict[str, Any]] = {}
+        self.server = _Server(self._route, posts=self._introspect)
         self.url = f"http://127.0.0.1:{self.server.port}/realms/test"
+
+    def _introspect(self, path: str, body: bytes, authorization: str) -> tuple[int, Any]:
+        from base64 import b64encode
+        from urllib.parse import parse_qs
+
+        if path != "/realms/test/introspect":
+            return 404, {}
+        if authorization != "Basic " + b64encode(INTROSPECTION_CLIENT.encode()).decode():
+            return 401, {"error": "invalid_client"}
+        token = parse_qs(body.decode()).get("token", [""])[0]
+        return 200, self.opaque.get(token, {"active": False})
 
     def _route(self, path: str) -> tuple[int, Any]:
         if path == "/realms/test/.well-known/openid-configuration":
-            return 200, {"issuer": self.url, "jwks_uri": f"{self.url}/jwks", "authorization_endpoint": f"{self.url}/a"}
+            return 200, {
+                "issuer": self.url,
+                "jwks_uri": f"{self.url}/jwks",
+                "authorization_endpoint": f"{self.url}/a",
+                "introspection_endpoint": f"{self.url}/introspect",
+            }
         if path == "/realms/test/jwks":
             return 200, {"keys": [self.key.as_dict(private=False)]}
         return 404, {"error": "not found"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import httpx
 import pytest
@@ -139,3 +140,39 @@ def test_scopes_gate_methods_with_403_insufficient_scope(oauth_server, oauth_wor
     )
     params = _challenge_params(response)
     assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp/oauth-b")
+
+
+def test_opaque_tokens_by_introspection(orm, oauth_server, oauth_world: OAuthWorld):
+    from oauth.services import oauth_settings_set, trusted_issuer_save
+    from tenants.models import Tenant
+    from tenants.services import tenant_create
+    from tools_app.catalog.services import access_rule_grant_pattern
+
+    if not Tenant.objects.filter(slug="oauth-intro").exists():
+        tenant = tenant_create(slug="oauth-intro", name="Introspected")
+        access_rule_grant_pattern(tenant=tenant, pattern="tag:demo")
+        oauth_settings_set(tenant=tenant, changes={"enabled": True, "embedded_server": False})
+        trusted_issuer_save(
+            tenant=tenant,
+            fields={"issuer": oauth_world.issuer.url, "validation": "introspection", "client_id": "toolbay-rs"},
+            client_secret="rs-secret",
+        )
+    endpoint = oauth_server.endpoint("oauth-intro")
+    now = int(time.time())
+    answer = {"active": True, "sub": "ext-ivy", "aud": endpoint, "exp": now + 300, "scope": "tools:list tools:call"}
+    oauth_world.issuer.opaque["opaque-good"] = {**answer, "iss": oauth_world.issuer.url, "client_id": "ext-client"}
+    oauth_world.issuer.opaque["opaque-elsewhere"] = {**answer, "aud": oauth_server.endpoint("oauth-b")}
+    oauth_world.issuer.opaque["opaque-expired"] = {**answer, "exp": now - 120}
+    with httpx.Client(timeout=30) as http:
+        session = McpSession.open(http, endpoint, "opaque-good")
+        assert "echo" in {tool["name"] for tool in session.request("tools/list")["result"]["tools"]}
+    for token, why in (
+        ("opaque-unknown", "not active"),
+        ("opaque-elsewhere", "audience"),
+        ("opaque-expired", "expired"),
+    ):
+        response = _initialize(endpoint, token)
+        assert response.status_code == 401, token
+        assert _challenge_params(response)["error"] == "invalid_token"
+        assert why in response.json()["error"]["message"]
+    assert "/realms/test/introspect" in oauth_world.issuer.server.hits
