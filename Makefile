@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help run test conformance lint bench clean distclean
+.PHONY: help run test conformance conformance-auth lint bench clean distclean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -16,6 +16,9 @@ test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) a
 
 conformance: ## The MCP conformance suite (0.1.16; 0.2.0-alpha.12 for 2025-11-25 and 2026-07-28) against a throw-away server
 	@bash conformance/run.sh
+
+conformance-auth: ## The suite's authorization-server scenarios (0.2.0-alpha.12) against the embedded OAuth server
+	@bash conformance/auth.sh
 
 lint: ## ruff check .
 	@bash -c 'source scripts/lib.sh && ensure_requirements dev && cd "$$ROOT" && "$$VENV/bin/ruff" check .'

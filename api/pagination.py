@@ -26,3 +26,9 @@ class InvocationPagination(IdCursorPagination):
 
 class AuditEventPagination(IdCursorPagination):
     ordering = ("-created_at", "-id")
+
+
+class TenantCursorPagination(IdCursorPagination):
+    """For rows keyed by their tenant (one per tenant)."""
+
+    ordering = "tenant_id"

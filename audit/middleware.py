@@ -14,6 +14,11 @@ class AuditActorMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        source = "api" if request.path.startswith("/api/") else "admin"
+        if request.path.startswith("/api/"):
+            source = "api"
+        elif request.path.startswith(("/oauth/", "/.well-known/")):
+            source = "oauth"  # the embedded authorization server: consents, registrations, revocations
+        else:
+            source = "admin"
         with acting_as(Actor(source=source, request=request)):
             return self.get_response(request)

@@ -48,7 +48,13 @@ class Invocation(models.Model):
     # The call's identity in the audit journal: the writer skips a row whose call_id is there.
     call_id = models.CharField(max_length=32, unique=True, null=True, blank=True, editable=False)
     key_id = models.BigIntegerField(null=True, blank=True, help_text="The API key's id (never the key).")
-    key_label = models.CharField(max_length=150, blank=True, help_text="Key name and prefix, or 'anonymous'.")
+    key_label = models.CharField(
+        max_length=150, blank=True, help_text="Key name and prefix, the OAuth subject and client, or 'anonymous'."
+    )
+    oauth_subject = models.CharField(
+        max_length=255, blank=True, help_text="The OAuth access token's subject (empty for API keys)."
+    )
+    oauth_client = models.CharField(max_length=255, blank=True, help_text="The OAuth client the token was issued to.")
     session_id = models.CharField(max_length=128, blank=True)
     protocol_version = models.CharField(
         max_length=16, blank=True, help_text="The MCP revision of the call (2026-07-28, 2025-11-25, …)."
@@ -77,6 +83,8 @@ class Invocation(models.Model):
             models.Index(fields=["tenant", "tool_name", "-started_at"], name="invocation_tenant_tool"),
             models.Index(fields=["tenant", "outcome", "-started_at"], name="invocation_tenant_outcome"),
             models.Index(fields=["tenant", "key_id", "-started_at"], name="invocation_tenant_key"),
+            models.Index(fields=["tenant", "oauth_subject", "-started_at"], name="invocation_tenant_subject"),
+            models.Index(fields=["tenant", "oauth_client", "-started_at"], name="invocation_tenant_client"),
             models.Index(fields=["started_at"], name="invocation_started"),
         ]
 
@@ -112,6 +120,7 @@ class AuditEvent(models.Model):
         API = "api", "REST API"
         COMMAND = "command", "Management command"
         MCP = "mcp", "MCP endpoint"
+        OAUTH = "oauth", "Authorization server"
         SYSTEM = "system", "System (shell, worker)"
 
     class Action(models.TextChoices):
@@ -135,6 +144,9 @@ class AuditEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     actor_label = models.CharField(max_length=200, blank=True)
+    # Changes an OAuth client caused or that concern one (a user authorizing or revoking it).
+    oauth_subject = models.CharField(max_length=255, blank=True)
+    oauth_client = models.CharField(max_length=255, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.SYSTEM)
     action = models.CharField(max_length=16, choices=Action.choices)
     object_type = models.CharField(max_length=100)

@@ -53,6 +53,8 @@ def invocations_in(
     run_id: str | None = None,
     kind: str | None = None,
     protocol_version: str | None = None,
+    oauth_subject: str | None = None,
+    oauth_client: str | None = None,
 ) -> QuerySet[Invocation]:
     """Calls, reads and prompts of the tenants the user operates, with their tenant;
     ``since``/``until`` bound ``started_at``."""
@@ -67,6 +69,8 @@ def invocations_in(
         run_id=run_id,
         kind=kind,
         protocol_version=protocol_version,
+        oauth_subject=oauth_subject,
+        oauth_client=oauth_client,
     )
 
 
@@ -81,10 +85,20 @@ def audit_events_in(
     action: str | None = None,
     source: str | None = None,
     actor: str | None = None,
+    oauth_subject: str | None = None,
+    oauth_client: str | None = None,
 ) -> QuerySet[AuditEvent]:
     """Changes in the tenants the user operates; ``actor`` matches part of the actor's name,
     ``since``/``until`` bound ``created_at``."""
     rows = AuditEvent.objects.filter(scope.within("tenant", READER_ROLE))
     rows = _narrowed(rows, "created_at", tenant_slug, since, until)
-    rows = _matching(rows, object_type=object_type, object_id=object_id, action=action, source=source)
+    rows = _matching(
+        rows,
+        object_type=object_type,
+        object_id=object_id,
+        action=action,
+        source=source,
+        oauth_subject=oauth_subject,
+        oauth_client=oauth_client,
+    )
     return rows if actor is None else rows.filter(actor_label__icontains=actor)

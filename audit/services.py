@@ -1,4 +1,6 @@
 """Writes to the audit log."""
+# An audited model may define ``audit_oauth_identity``: the (OAuth subject, client id) its
+# changes concern; the change audit records and filters by them.
 
 from __future__ import annotations
 
@@ -65,7 +67,11 @@ def audit_change(
         return None
     actor = current_actor()
     tenant = _tenant_of(instance)
+    # OAuth objects (a consent, a registered client) say which subject and client they concern.
+    oauth_subject, oauth_client = getattr(instance, "audit_oauth_identity", ("", ""))
     return AuditEvent.objects.create(
+        oauth_subject=oauth_subject[:255],
+        oauth_client=oauth_client[:255],
         tenant_id=tenant.pk if tenant else None,
         tenant_slug=tenant.slug if tenant else "",
         actor_user=actor.user(),

@@ -25,6 +25,10 @@ TRACKED = [
     "tools_app.BackendSecret",
     "tools_app.UpstreamServer",
     "api.PersonalAccessToken",
+    "oauth.TenantOAuth",
+    "oauth.TrustedIssuer",
+    "oauth.OAuthClient",
+    "oauth.Grant",
 ]
 
 

@@ -43,6 +43,8 @@ COLUMNS = (
     "tenant_id",
     "key_id",
     "key_label",
+    "oauth_subject",
+    "oauth_client",
     "session_id",
     "protocol_version",
     "client_name",
@@ -62,7 +64,7 @@ COLUMNS = (
 )
 # Columns added after the first journal rows were written: rows from older processes (a
 # rolling deploy) lack them and get these values.
-LATER_COLUMNS = {"protocol_version": "", "kind": "tool"}
+LATER_COLUMNS = {"protocol_version": "", "kind": "tool", "oauth_subject": "", "oauth_client": ""}
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
 

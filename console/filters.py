@@ -91,8 +91,23 @@ class InvocationFilterForm(_TimeFilterForm):
     )
     session = forms.CharField(required=False, max_length=128, strip=True)
     run = forms.CharField(required=False, max_length=32, strip=True)
+    oauth_subject = forms.CharField(required=False, max_length=255, strip=True, label="OAuth subject")
+    oauth_client = forms.CharField(required=False, max_length=255, strip=True, label="OAuth client")
 
-    field_order = ["tenant", "kind", "tool", "key", "outcome", "revision", "range", "since", "until", "q"]
+    field_order = [
+        "tenant",
+        "kind",
+        "tool",
+        "key",
+        "oauth_subject",
+        "oauth_client",
+        "outcome",
+        "revision",
+        "range",
+        "since",
+        "until",
+        "q",
+    ]
 
     def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
         super().__init__(data, scope, tenants)
@@ -127,6 +142,10 @@ class InvocationFilterForm(_TimeFilterForm):
             rows = rows.filter(session_id=data["session"])
         if data.get("run"):
             rows = rows.filter(run_id=data["run"])
+        if data.get("oauth_subject"):
+            rows = rows.filter(oauth_subject=data["oauth_subject"])
+        if data.get("oauth_client"):
+            rows = rows.filter(oauth_client=data["oauth_client"])
         if data.get("q"):
             rows = rows.filter(Q(tool_name__icontains=data["q"]) | Q(error_message__icontains=data["q"]))
         return rows
@@ -139,8 +158,13 @@ class ChangeFilterForm(_TimeFilterForm):
     action = forms.ChoiceField(required=False, choices=[("", "Any action"), *AuditEvent.Action.choices])
     source = forms.ChoiceField(required=False, choices=[("", "Any source"), *AuditEvent.Source.choices])
     actor = forms.CharField(required=False, max_length=200, strip=True)
+    oauth_subject = forms.CharField(required=False, max_length=255, strip=True, label="OAuth subject")
+    oauth_client = forms.CharField(required=False, max_length=255, strip=True, label="OAuth client")
 
-    field_order = ["tenant", "object_type", "action", "source", "actor", "range", "since", "until", "q"]
+    field_order = [
+        "tenant", "object_type", "action", "source", "actor", "oauth_subject", "oauth_client", "range", "since",
+        "until", "q",
+    ]  # fmt: skip
 
     def __init__(self, data: Any, scope: TenantScope, tenants: Sequence[Tenant]) -> None:
         super().__init__(data, scope, tenants)
@@ -149,7 +173,13 @@ class ChangeFilterForm(_TimeFilterForm):
     def apply(self, rows: QuerySet[AuditEvent]) -> QuerySet[AuditEvent]:
         rows = self.apply_common(rows)
         data = self.cleaned_data
-        for name, lookup in (("object_type", "object_type"), ("action", "action"), ("source", "source")):
+        for name, lookup in (
+            ("object_type", "object_type"),
+            ("action", "action"),
+            ("source", "source"),
+            ("oauth_subject", "oauth_subject"),
+            ("oauth_client", "oauth_client"),
+        ):
             if data.get(name):
                 rows = rows.filter(**{lookup: data[name]})
         if data.get("actor"):

@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "tenants",
     "tools_app",
     "audit",
+    "oauth",
     "api",
     "console",
 ]
@@ -264,6 +265,36 @@ AUDIT_WRITER_BATCH_ROWS = env_int("AUDIT_WRITER_BATCH_ROWS", 1000, minimum=1)
 # A row a writer took but did not acknowledge for this long (the writer died) is taken over
 # by another writer, or by its replacement.
 AUDIT_WRITER_CLAIM_IDLE_SECONDS = env_float("AUDIT_WRITER_CLAIM_IDLE_SECONDS", 30.0, minimum=0.1)
+
+# --- OAuth (resource server per tenant, embedded authorization server) -------------------
+# Scheme and authority clients use to reach Toolbay (https://toolbay.example.com): MCP URLs,
+# token audiences and issuers are built from it. Empty: from each request's Host (and, with
+# MCP_TRUST_FORWARDED_HOST, X-Forwarded-Host/-Proto), which is right for `make run`.
+TOOLBAY_PUBLIC_URL = env_str("TOOLBAY_PUBLIC_URL", "").strip().rstrip("/")
+if TOOLBAY_PUBLIC_URL and not TOOLBAY_PUBLIC_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(f"TOOLBAY_PUBLIC_URL must start with http:// or https://, got {TOOLBAY_PUBLIC_URL!r}")
+# Lifetimes of what the embedded authorization server issues.
+TOOLBAY_OAUTH_ACCESS_TOKEN_SECONDS = env_int("TOOLBAY_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=30)
+TOOLBAY_OAUTH_REFRESH_TOKEN_DAYS = env_int("TOOLBAY_OAUTH_REFRESH_TOKEN_DAYS", 30, minimum=1)
+TOOLBAY_OAUTH_CODE_SECONDS = env_int("TOOLBAY_OAUTH_CODE_SECONDS", 300, minimum=10)
+# External issuers: how long their JWKS and metadata are kept, the least time between two
+# fetches caused by unknown key ids, how long an introspection answer is reused, the timeout
+# of those requests.
+TOOLBAY_OAUTH_JWKS_CACHE_SECONDS = env_int("TOOLBAY_OAUTH_JWKS_CACHE_SECONDS", 3600, minimum=1)
+TOOLBAY_OAUTH_JWKS_REFRESH_SECONDS = env_float("TOOLBAY_OAUTH_JWKS_REFRESH_SECONDS", 30.0, minimum=0.0)
+TOOLBAY_OAUTH_INTROSPECTION_CACHE_SECONDS = env_int("TOOLBAY_OAUTH_INTROSPECTION_CACHE_SECONDS", 60, minimum=0)
+TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS = env_float("TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+# Leeway for the exp/nbf/iat of tokens (clock skew between issuer and Toolbay).
+TOOLBAY_OAUTH_CLOCK_SKEW_SECONDS = env_int("TOOLBAY_OAUTH_CLOCK_SKEW_SECONDS", 10, minimum=0)
+# Client ID metadata documents are read again after this long.
+TOOLBAY_OAUTH_CIMD_CACHE_SECONDS = env_int("TOOLBAY_OAUTH_CIMD_CACHE_SECONDS", 3600, minimum=0)
+# Dynamic client registration limits: registrations per client address and tenant per hour,
+# and clients per tenant.
+TOOLBAY_OAUTH_REGISTRATIONS_PER_HOUR = env_int("TOOLBAY_OAUTH_REGISTRATIONS_PER_HOUR", 30, minimum=1)
+TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT = env_int("TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT", 1000, minimum=1)
+# The tenant whose Protected Resource Metadata the root location
+# (/.well-known/oauth-protected-resource) serves; empty: it answers 404.
+TOOLBAY_OAUTH_ROOT_TENANT = env_str("TOOLBAY_OAUTH_ROOT_TENANT", "").strip()
 
 # /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")

@@ -21,6 +21,7 @@ urlpatterns = [
     path("metrics", metrics),
     path("console/", include("console.urls")),
     path("api/", include("api.urls")),
+    path("", include("oauth.urls")),
 ]
 
 # With DEBUG=1 (`make run`) Django serves static files itself: the admin's styles and the

@@ -40,6 +40,9 @@ fi
 "$PY" manage.py migrate --noinput
 say "Seeding the demo tenants and tools (safe to repeat)"
 "$PY" manage.py seed_demo
+# The demo tenant takes OAuth access tokens from the embedded authorization server too, so MCP
+# clients that sign in (rather than send a key) connect out of the box.
+"$PY" manage.py oauth_enable demo
 
 say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer and the upstream listener"
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
@@ -73,8 +76,9 @@ cat >&2 <<EOF
     Admin  $base/admin/
            user "admin"; seed_demo printed its password above when it created it
            (or set one: TOOLBAY_ADMIN_PASSWORD=... make run)
-    MCP    $base/mcp/demo          Authorization: Bearer <key>
+    MCP    $base/mcp/demo          Authorization: Bearer <key>, or sign in with OAuth (as admin)
            create a key: .venv/bin/python manage.py create_api_key demo --name laptop
+           authorized clients: $base/oauth/authorizations/
            $base/mcp/conformance   anonymous, the conformance fixture tools
   Press Ctrl-C to stop the server, the worker and any Redis started here.
 

@@ -183,7 +183,7 @@ class TenantAdmin(TenantScopedAdmin):
     search_fields = ("slug", "name")
     readonly_fields = ("endpoint", "created_at", "updated_at")
     fieldsets = (
-        (None, {"fields": ("slug", "name", "endpoint", "is_active", "allow_anonymous")}),
+        (None, {"fields": ("slug", "name", "endpoint", "is_active", "allow_anonymous", "api_keys_enabled")}),
         ("Limits", {"fields": ("calls_per_minute", "max_concurrent_calls")}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )

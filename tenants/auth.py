@@ -6,6 +6,11 @@ round trip, reading that generation; a generation that moved, or a record older 
 ``MAX_AGE_SECONDS`` (a safety net should a publish ever fail), reloads the tenant once,
 with concurrent requests waiting on the same load. Caches of what a tenant's callers see
 (``tools_app.catalog.cache``) follow the records kept here: a new record means reload.
+
+API keys are checked here. Any other bearer credential is an OAuth access token, handed to
+the ``TokenVerifier`` the OAuth app installs (``oauth.resource.verifier``): it keeps the
+tenant's OAuth settings and its issuers' keys in caches that follow the same records, so
+a warm token check costs no database query either.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -34,14 +40,29 @@ MAX_ENTRIES = 10_000
 LAST_USED_WRITE_INTERVAL = 300.0
 
 
+@dataclass(frozen=True)
+class Challenge:
+    """What a 401 or 403 tells an OAuth client (RFC 6750 §3, RFC 9728 §5.1): where the
+    tenant's Protected Resource Metadata is, the scope the request needs, and for a bad
+    token or a missing scope the error code."""
+
+    resource_metadata: str
+    scope: str = ""
+    error: str = ""  # "invalid_token", "insufficient_scope" or empty (no credential at all)
+    error_description: str = ""
+
+
 class AuthFailure(Exception):
     """Why a request has no principal; ``status`` is the HTTP status to answer with."""
 
-    def __init__(self, status: int, message: str, tenant_id: int | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, tenant_id: int | None = None, *, challenge: Challenge | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.tenant_id = tenant_id  # known for 401s: the refusal is recorded for that tenant
+        self.challenge = challenge  # None: the tenant does not advertise OAuth
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,7 @@ class TenantRecord:
     tenant_id: int
     slug: str
     allow_anonymous: bool
+    api_keys_enabled: bool
     calls_per_minute: int | None
     max_concurrent_calls: int | None
     generation: generations.Generation
@@ -89,6 +111,7 @@ def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
         tenant_id=tenant.pk,
         slug=tenant.slug,
         allow_anonymous=tenant.allow_anonymous,
+        api_keys_enabled=tenant.api_keys_enabled,
         calls_per_minute=tenant.calls_per_minute,
         max_concurrent_calls=tenant.max_concurrent_calls,
         generation=generation,
@@ -113,14 +136,46 @@ def _principal(tenant: TenantRecord, key: KeyRecord | None) -> Principal:
     return Principal(tenant.tenant_id, tenant.slug, key.id, key.name, key.prefix, key.scopes)
 
 
+class TokenVerifier(Protocol):
+    """Checks OAuth access tokens for a tenant (installed by the OAuth app).
+
+    ``origin`` is the scheme and authority the request came to (``https://host:port``): the
+    tenant's canonical resource URL, and with it the audience its tokens must name, is built
+    from it unless ``TOOLBAY_PUBLIC_URL`` fixes it.
+    """
+
+    async def verify(self, tenant: TenantRecord, token: str, origin: str) -> Principal:
+        """The principal the token maps to; raises AuthFailure (401) for any bad token."""
+
+    async def challenge(self, tenant: TenantRecord, origin: str) -> Challenge | None:
+        """What a 401 of this tenant says to OAuth clients; None when it does not offer OAuth."""
+
+    async def revalidate(self, tenant: TenantRecord, principal: Principal) -> Principal | None:
+        """The OAuth principal as it stands now (token expired, grant revoked, issuer no longer
+        trusted: None)."""
+
+    def authorize(self, tenant: TenantRecord, principal: Principal, method: str) -> None:
+        """Raise AuthFailure (403, insufficient_scope) when the token's scopes do not cover
+        ``method``. Synchronous and I/O-free: the settings were loaded by ``verify``."""
+
+
 class TenantDirectory:
     def __init__(self) -> None:
+        self._verifier: TokenVerifier | None = None
         self._entries: OrderedDict[str, TenantRecord] = OrderedDict()
         self._missing: dict[str, tuple[generations.Generation, float]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._last_used_written: dict[int, float] = {}
         self._shared_checks: dict[str, asyncio.Future[TenantRecord | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
+
+    def use_token_verifier(self, verifier: TokenVerifier | None) -> None:
+        """Install the OAuth token check (the OAuth app does, when Django starts)."""
+        self._verifier = verifier
+
+    @property
+    def token_verifier(self) -> TokenVerifier | None:
+        return self._verifier
 
     def clear(self) -> None:
         self._entries.clear()
@@ -165,11 +220,12 @@ class TenantDirectory:
         if len(self._missing) > MAX_ENTRIES:
             self._missing.clear()
 
-    async def authenticate(self, slug: str, authorization: str | None) -> Principal:
+    async def authenticate(self, slug: str, authorization: str | None, origin: str = "") -> Principal:
         """Resolve the caller of ``/mcp/<slug>``; raises AuthFailure (404 or 401).
 
         Unknown, other tenants', revoked and expired keys are refused alike, and a key is
         hashed and compared even when its prefix is unknown, so timing reveals nothing.
+        A bearer credential that is not shaped like an API key is an OAuth access token.
         """
         tenant = await self.tenant(slug)
         if tenant is None:
@@ -177,22 +233,48 @@ class TenantDirectory:
         if authorization is None:
             if tenant.allow_anonymous:
                 return _principal(tenant, None)
-            message = "This endpoint requires an API key: send Authorization: Bearer <key>"
-            raise AuthFailure(401, message, tenant.tenant_id)
+            challenge = await self._challenge(tenant, origin)
+            if challenge is not None:
+                message = "This endpoint requires authorization: send Authorization: Bearer <access token or API key>"
+            else:
+                message = "This endpoint requires an API key: send Authorization: Bearer <key>"
+            raise AuthFailure(401, message, tenant.tenant_id, challenge=challenge)
         scheme, _, raw = authorization.partition(" ")
         raw = raw.strip()
         if scheme.lower() != "bearer" or not raw:
-            raise AuthFailure(401, "Malformed Authorization header: expected 'Bearer <key>'", tenant.tenant_id)
+            challenge = await self._challenge(tenant, origin)
+            raise AuthFailure(
+                401,
+                "Malformed Authorization header: expected 'Bearer <credential>'",
+                tenant.tenant_id,
+                challenge=challenge,
+            )
         prefix = keys.parse_prefix(raw)
+        if prefix is None and self._verifier is not None:
+            return await self._verifier.verify(tenant, raw, origin)
         record = tenant.keys_by_prefix.get(prefix) if prefix else None
         stored_hash = record.key_hash if record else "0" * 64
         matches = keys.key_matches(raw, stored_hash)
-        if record is None or not matches or record.revoked:
-            raise AuthFailure(401, "Invalid API key", tenant.tenant_id)
+        if record is None or not matches or record.revoked or not tenant.api_keys_enabled:
+            message = "Invalid API key" if tenant.api_keys_enabled else "API keys are turned off for this tenant"
+            raise AuthFailure(401, message, tenant.tenant_id, challenge=await self._challenge(tenant, origin))
         if not _key_usable(record):
-            raise AuthFailure(401, "API key has expired", tenant.tenant_id)
+            raise AuthFailure(
+                401, "API key has expired", tenant.tenant_id, challenge=await self._challenge(tenant, origin)
+            )
         self._note_use(record.id)
         return _principal(tenant, record)
+
+    async def _challenge(self, tenant: TenantRecord, origin: str) -> Challenge | None:
+        return await self._verifier.challenge(tenant, origin) if self._verifier is not None else None
+
+    def authorize(self, principal: Principal, method: str) -> None:
+        """Raise AuthFailure (403) when an OAuth principal's scopes do not cover ``method``."""
+        if not principal.is_oauth or self._verifier is None:
+            return
+        tenant = self.cached(principal)
+        if tenant is not None:
+            self._verifier.authorize(tenant, principal, method)
 
     def _note_use(self, key_id: int) -> None:
         now = time.monotonic()
@@ -219,12 +301,17 @@ class TenantDirectory:
 
     async def revalidate(self, principal: Principal) -> Principal | None:
         """The principal as its tenant stands now, or None if it is no longer valid (key
-        revoked, expired or gone, tenant deactivated or anonymous access turned off)."""
+        revoked, expired or gone, token expired or its grant revoked, tenant deactivated,
+        anonymous access, API keys or OAuth turned off)."""
         tenant = await self._shared_check(principal.tenant_slug)
         if tenant is None or tenant.tenant_id != principal.tenant_id:
             return None
+        if principal.is_oauth:
+            return await self._verifier.revalidate(tenant, principal) if self._verifier is not None else None
         if principal.key_id is None:
             return principal if tenant.allow_anonymous else None
+        if not tenant.api_keys_enabled:
+            return None
         record = tenant.keys_by_prefix.get(principal.key_prefix)
         if record is None or record.id != principal.key_id or not _key_usable(record):
             return None

@@ -48,6 +48,17 @@ class ScopeListField(forms.CharField):
                 ) from None
 
 
+class NameListField(ScopeListField):
+    """OAuth subjects or group names, separated by spaces or commas (any characters else)."""
+
+    def validate(self, value: Any) -> None:
+        if self.required and not value:
+            raise ValidationError(self.error_messages["required"], code="required")
+        for name in value:
+            if len(name) > 255:
+                raise ValidationError("%(name)r is longer than 255 characters", code="invalid", params={"name": name})
+
+
 class ApiKeyAddForm(forms.ModelForm):
     """The fields an admin chooses; the key material comes from ``api_key_create``."""
 

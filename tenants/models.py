@@ -20,6 +20,10 @@ class Tenant(models.Model):
         default=False,
         help_text="Let clients without an API key connect (a public tool catalog).",
     )
+    api_keys_enabled = models.BooleanField(
+        default=True,
+        help_text="Accept API keys on the MCP endpoint. Turn off to admit OAuth access tokens only.",
+    )
     calls_per_minute = models.PositiveIntegerField(
         null=True, blank=True, help_text="Upper bound on tools/call per minute; empty for no limit."
     )

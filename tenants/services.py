@@ -13,7 +13,15 @@ from django.utils import timezone
 from tenants import keys
 from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
 
-TENANT_FIELDS = ("slug", "name", "is_active", "allow_anonymous", "calls_per_minute", "max_concurrent_calls")
+TENANT_FIELDS = (
+    "slug",
+    "name",
+    "is_active",
+    "allow_anonymous",
+    "api_keys_enabled",
+    "calls_per_minute",
+    "max_concurrent_calls",
+)
 
 
 @transaction.atomic
@@ -22,6 +30,7 @@ def tenant_create(
     slug: str,
     name: str,
     allow_anonymous: bool = False,
+    api_keys_enabled: bool = True,
     is_active: bool = True,
     calls_per_minute: int | None = None,
     max_concurrent_calls: int | None = None,
@@ -30,6 +39,7 @@ def tenant_create(
         slug=slug,
         name=name,
         allow_anonymous=allow_anonymous,
+        api_keys_enabled=api_keys_enabled,
         is_active=is_active,
         calls_per_minute=calls_per_minute,
         max_concurrent_calls=max_concurrent_calls,

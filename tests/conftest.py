@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from oauth.resource.verifier import token_verifier
 from tenants.auth import tenant_directory
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
@@ -48,9 +49,11 @@ def _fresh_caches() -> Iterator[None]:
     """Each test starts like a fresh process: no tenant or catalog cached from another test."""
     tenant_directory.clear()
     catalog_cache.clear()
+    token_verifier.clear()
     yield
     tenant_directory.clear()
     catalog_cache.clear()
+    token_verifier.clear()
 
 
 @pytest.fixture

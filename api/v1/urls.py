@@ -18,6 +18,10 @@ router.register("tokens", views.AccessTokenViewSet, basename="accesstoken")
 router.register("sessions", views.SessionViewSet, basename="session")
 router.register("invocations", views.InvocationViewSet, basename="invocation")
 router.register("audit-events", views.AuditEventViewSet, basename="auditevent")
+router.register("oauth-settings", views.OAuthSettingsViewSet, basename="oauthsettings")
+router.register("trusted-issuers", views.TrustedIssuerViewSet, basename="trustedissuer")
+router.register("oauth-clients", views.OAuthClientViewSet, basename="oauthclient")
+router.register("oauth-grants", views.OAuthGrantViewSet, basename="oauthgrant")
 
 app_name = "v1"
 urlpatterns = [

@@ -14,12 +14,32 @@ from mcp_platform.mcp.calls import CallLink
 
 
 class AuthError(Exception):
-    """No usable identity: ``status`` is 404 (no such endpoint) or 401 (bad credential)."""
+    """No usable identity or not enough of it: ``status`` is 404 (no such endpoint), 401 (no
+    or a bad credential) or 403 (a token without the scope the request needs).
 
-    def __init__(self, status: int, message: str) -> None:
+    The OAuth fields become the ``WWW-Authenticate: Bearer`` challenge (MCP authorization,
+    RFC 6750 §3, RFC 9728 §5.1): ``resource_metadata`` is the URL of the endpoint's Protected
+    Resource Metadata (empty when the endpoint offers no OAuth), ``scope`` what the request
+    needs, ``error`` ``invalid_token`` or ``insufficient_scope``.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        resource_metadata: str = "",
+        scope: str = "",
+        error: str = "",
+        error_description: str = "",
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.resource_metadata = resource_metadata
+        self.scope = scope
+        self.error = error
+        self.error_description = error_description
 
 
 class Identity(Protocol):
@@ -52,8 +72,14 @@ IdentityT = TypeVar("IdentityT", bound=Identity)
 
 
 class ToolHost(Protocol[IdentityT]):
-    async def authenticate(self, endpoint: str, authorization: str | None) -> IdentityT:
-        """The caller of ``/mcp/<endpoint>``; raises AuthError."""
+    async def authenticate(self, endpoint: str, authorization: str | None, origin: str) -> IdentityT:
+        """The caller of ``/mcp/<endpoint>``; raises AuthError. ``origin`` is the scheme and
+        authority the request was sent to (``http://127.0.0.1:8000``): an OAuth token must
+        be meant for the endpoint's URL there."""
+
+    def authorize(self, identity: IdentityT, method: str) -> None:
+        """Raise AuthError (403) when the identity may not send ``method`` at all (an OAuth
+        token without the scope it needs). No I/O: called for every request message."""
 
     async def list_tools(self, identity: IdentityT) -> list[dict[str, Any]]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""

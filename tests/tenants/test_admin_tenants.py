@@ -68,7 +68,7 @@ def test_django_permission_rows_do_not_widen_a_tenant_admins_view(acme, make_sta
 
 def test_tenant_admin_index_lists_the_apps(acme_admin_client: Client) -> None:
     apps = {app["app_label"] for app in acme_admin_client.get(reverse("admin:index")).context["app_list"]}
-    assert apps == {"tenants", "tools_app", "audit"}  # audit: read-only, their tenants only
+    assert apps == {"tenants", "tools_app", "audit", "oauth"}  # audit: read-only, their tenants only
 
 
 # --- changelists --------------------------------------------------------------------

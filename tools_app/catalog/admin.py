@@ -174,7 +174,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
                 "it is hidden.",
             },
         ),
-        ("Who it applies to", {"fields": ("tenant", "owner", "api_keys", "scopes")}),
+        ("Who it applies to", {"fields": ("tenant", "owner", "api_keys", "oauth_subjects", "oauth_groups", "scopes")}),
         (None, {"fields": ("note",)}),
         ("History", {"fields": ("created_at", "updated_at", "created_by")}),
     )
@@ -229,6 +229,8 @@ class AccessRuleAdmin(TenantScopedAdmin):
     @admin.display(description="Narrowed to")
     def narrowed_to(self, obj: AccessRule) -> str:
         parts = [f"key {key.name}" for key in obj.api_keys.all()]
+        parts += [f"subject {subject}" for subject in obj.oauth_subjects or []]
+        parts += [f"group {group}" for group in obj.oauth_groups or []]
         parts += [f"scope {scope}" for scope in obj.scopes or []]
         return ", ".join(parts) or "-"
 

@@ -85,7 +85,7 @@ class TenantTools:
     resources: tuple[ResourceSpec, ...] = ()
     templates: tuple[TemplateSpec, ...] = ()
     prompts: tuple[PromptSpec, ...] = ()
-    _visible: dict[tuple[int | None, frozenset[str]], VisibleSet] = field(default_factory=dict)
+    _visible: dict[tuple[int | None, str, frozenset[str], frozenset[str]], VisibleSet] = field(default_factory=dict)
 
     @classmethod
     def of(cls, source: TenantRecord, snapshot: CatalogSnapshot) -> TenantTools:
@@ -99,7 +99,8 @@ class TenantTools:
         )
 
     def visible(self, principal: Principal) -> VisibleSet:
-        memo_key = (principal.key_id, principal.scopes)
+        # What rules can tell callers apart by: key, OAuth subject, groups, scopes.
+        memo_key = (principal.key_id, principal.oauth_subject, principal.groups, principal.scopes)
         found = self._visible.get(memo_key)
         if found is None:
             tools = tuple(visible_tools(self.tools, self.rules, principal))
@@ -119,6 +120,8 @@ class TenantTools:
                 prompt_by_name={p.name: p for p in prompts},
                 digests={"tools": digest, "resources": _digest(resources, templates), "prompts": _digest(prompts)},
             )
+            if len(self._visible) >= MAX_ENTRIES:  # OAuth subjects are many; keep it bounded
+                self._visible.clear()
             self._visible[memo_key] = found
         return found
 

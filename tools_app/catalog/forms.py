@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 
-from tenants.forms import ScopeListField
+from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 
@@ -176,7 +176,16 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
 
     owned_by_tenant: ClassVar[bool] = False
 
-    scopes = ScopeListField(help_text="Narrow the rule to keys holding any of these scopes (spaces or commas).")
+    scopes = ScopeListField(
+        help_text="Narrow the rule to credentials holding any of these scopes (API key scopes or OAuth token "
+        "scopes; spaces or commas)."
+    )
+    oauth_subjects = NameListField(
+        help_text="Narrow the rule to OAuth callers with one of these subjects (the subject claim; spaces or commas)."
+    )
+    oauth_groups = NameListField(
+        help_text="Narrow the rule to OAuth callers in one of these groups (the groups or roles claim)."
+    )
 
     class Meta:
         model = AccessRule

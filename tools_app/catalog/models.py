@@ -195,8 +195,20 @@ class AccessRule(models.Model):
     api_keys = models.ManyToManyField(
         ApiKey, blank=True, related_name="access_rules", help_text="Narrow the rule to these keys."
     )
+    oauth_subjects = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Narrow the rule to OAuth callers with one of these subjects (the token's subject claim).",
+    )
+    oauth_groups = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Narrow the rule to OAuth callers in one of these groups (the groups or roles claim).",
+    )
     scopes = models.JSONField(
-        default=list, blank=True, help_text="Narrow the rule to keys holding any of these scopes."
+        default=list,
+        blank=True,
+        help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes).",
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -245,10 +257,15 @@ class AccessRule(models.Model):
         )
         if self.owner_id is not None and self.effect == self.Effect.ALLOW and grants_foreign_tool:
             raise ValidationError({"tool": "Tenant-managed rules can grant only the tenant's private tools."})
-        try:
-            check_string_list(self.scopes, what="Scopes")
-        except ValidationError as exc:
-            raise ValidationError({"scopes": exc.messages}) from None
+        for name, what in (
+            ("scopes", "Scopes"),
+            ("oauth_subjects", "OAuth subjects"),
+            ("oauth_groups", "OAuth groups"),
+        ):
+            try:
+                check_string_list(getattr(self, name), what=what)
+            except ValidationError as exc:
+                raise ValidationError({name: exc.messages}) from None
 
 
 URI_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*:[!-~]*$"

@@ -344,6 +344,13 @@ class RuleSpec:
     key_ids: frozenset[int] = field(default_factory=frozenset)
     scopes: frozenset[str] = field(default_factory=frozenset)
     kind: str = "tool"  # what a pattern matches: tool, resource, prompt or any
+    subjects: frozenset[str] = field(default_factory=frozenset)
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether the rule names credentials (keys, OAuth subjects or groups)."""
+        return bool(self.key_ids or self.subjects or self.groups)
 
     @classmethod
     def from_model(cls, rule: AccessRule, key_ids: frozenset[int]) -> RuleSpec:
@@ -357,4 +364,6 @@ class RuleSpec:
             key_ids=key_ids,
             scopes=frozenset(rule.scopes or []),
             kind=rule.kind,
+            subjects=frozenset(rule.oauth_subjects or []),
+            groups=frozenset(rule.oauth_groups or []),
         )

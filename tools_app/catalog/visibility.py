@@ -8,9 +8,10 @@ all answer the same way. The rules, the same for every kind of entry:
 - a rule on one tool targets that tool; a pattern rule targets the entries of its kind
   (tools, resources — templates included —, prompts, or any) whose name matches the glob
   (resources and templates also by URI or URI template), or that carry its ``tag:``;
-- a rule applies to a principal when its tenant is empty or the principal's tenant, its
-  key list is empty or holds the principal's key, and its scope list is empty or shares
-  a scope with the key;
+- a rule applies to a principal when its tenant is empty or the principal's tenant; when
+  it names credentials (API keys, OAuth subjects, OAuth groups) the principal is one of
+  them (its key is listed, its subject is listed, or it is in a listed group); and its
+  scope list is empty or shares a scope with the credential (key or token scopes);
 - a tenant-owned rule (``owner`` set) can grant only that tenant's private entries;
 - an entry is visible when it is enabled, at least one applicable rule allows it and no
   applicable rule denies it (deny wins; no rule means no access);
@@ -71,7 +72,11 @@ def rule_targets(rule: RuleSpec, entry: Entry) -> bool:
 def rule_applies(rule: RuleSpec, principal: Principal) -> bool:
     if rule.tenant_id is not None and rule.tenant_id != principal.tenant_id:
         return False
-    if rule.key_ids and principal.key_id not in rule.key_ids:
+    if rule.narrowed and not (
+        (principal.key_id is not None and principal.key_id in rule.key_ids)
+        or (principal.oauth_subject and principal.oauth_subject in rule.subjects)
+        or bool(rule.groups & principal.groups)
+    ):
         return False
     return not rule.scopes or bool(rule.scopes & principal.scopes)
 

@@ -51,9 +51,9 @@ class PlatformToolHost:
         self._directory = directory
         self._cache = catalog
 
-    async def authenticate(self, endpoint: str, authorization: str | None) -> Principal:
+    async def authenticate(self, endpoint: str, authorization: str | None, origin: str = "") -> Principal:
         try:
-            return await self._directory.authenticate(endpoint, authorization)
+            return await self._directory.authenticate(endpoint, authorization, origin)
         except AuthFailure as exc:
             if exc.tenant_id is not None and journal.allow_denied(f"{exc.tenant_id}:refused"):
                 await journal.append(
@@ -67,7 +67,13 @@ class PlatformToolHost:
                         started_at=time.time(),
                     )
                 )
-            raise AuthError(exc.status, exc.message) from None
+            raise _auth_error(exc) from None
+
+    def authorize(self, identity: Principal, method: str) -> None:
+        try:
+            self._directory.authorize(identity, method)
+        except AuthFailure as exc:
+            raise _auth_error(exc) from None
 
     async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
         return (await self._cache.visible(identity)).by_name.get(name)
@@ -128,6 +134,8 @@ class PlatformToolHost:
             tenant_id=identity.tenant_id,
             key_id=identity.key_id,
             key_label=identity.label,
+            oauth_subject=identity.oauth_subject,
+            oauth_client=identity.oauth_client,
             session_id="" if link.stateless else link.session_id,  # 2026-07-28 calls have no session
             protocol_version=link.protocol_version,
             client=link.client_info,
@@ -212,6 +220,8 @@ class PlatformToolHost:
                         tenant_id=identity.tenant_id,
                         key_id=identity.key_id,
                         key_label=identity.label,
+                        oauth_subject=identity.oauth_subject,
+                        oauth_client=identity.oauth_client,
                         session_id=link.session_id,
                         client=link.client_info,
                         tool_name=name,
@@ -287,6 +297,20 @@ class PlatformToolHost:
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return task_view(run)
+
+
+def _auth_error(exc: AuthFailure) -> AuthError:
+    challenge = exc.challenge
+    if challenge is None:
+        return AuthError(exc.status, exc.message)
+    return AuthError(
+        exc.status,
+        exc.message,
+        resource_metadata=challenge.resource_metadata,
+        scope=challenge.scope,
+        error=challenge.error,
+        error_description=challenge.error_description,
+    )
 
 
 def _ms_since(clock: float) -> float:

@@ -35,6 +35,10 @@ class ToolRun(models.Model):
     id = models.CharField(primary_key=True, max_length=32, default=new_run_id, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_runs")
     subject = models.CharField(max_length=64, help_text="The credential the run is bound to.")
+    # How the invocation log names the caller (the run outlives the request that started it).
+    credential_label = models.CharField(max_length=150, blank=True)
+    oauth_subject = models.CharField(max_length=255, blank=True)
+    oauth_client = models.CharField(max_length=255, blank=True)
     tool = models.ForeignKey(Tool, null=True, on_delete=models.SET_NULL, related_name="runs")
     tool_name = models.CharField(max_length=128)
     tool_version = models.PositiveIntegerField()

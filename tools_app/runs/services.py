@@ -45,6 +45,9 @@ def run_create(
     return ToolRun.objects.create(
         tenant_id=principal.tenant_id,
         subject=principal.subject,
+        credential_label=principal.label,
+        oauth_subject=principal.oauth_subject,
+        oauth_client=principal.oauth_client,
         tool_id=tool.id,
         tool_name=tool.name,
         tool_version=tool.version,
@@ -160,7 +163,10 @@ def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
     """The invocation row of a background run or MCP task, once it ended. Its call id is the
     run's, so the run is recorded once however often its outcome is delivered."""
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
-    key = ApiKey.objects.filter(pk=key_id).only("name", "prefix").first() if key_id is not None else None
+    label = run.credential_label
+    if not label:  # a run started before runs kept their caller's label
+        key = ApiKey.objects.filter(pk=key_id).only("name", "prefix").first() if key_id is not None else None
+        label = f"{key.name} ({key.prefix})" if key is not None else "anonymous"
     began = run.started_at or run.created_at
     finished = timezone.now()
     journal.append_now(
@@ -168,7 +174,9 @@ def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
             call_id=f"run-{run.id}",
             tenant_id=run.tenant_id,
             key_id=key_id,
-            key_label=f"{key.name} ({key.prefix})" if key is not None else "anonymous",
+            key_label=label,
+            oauth_subject=run.oauth_subject,
+            oauth_client=run.oauth_client,
             session_id=run.session_id,
             protocol_version=run.protocol_version,
             tool_id=run.tool_id,

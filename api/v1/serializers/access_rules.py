@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import QuerySet
 from rest_framework import serializers
 
-from api.v1.serializers.fields import CreatedByField, ScopeListField, TenantField, request_scope
+from api.v1.serializers.fields import CreatedByField, ScopeListField, StringListField, TenantField, request_scope
 from tenants.models import ApiKey
 from tenants.selectors import api_keys_in
 from tools_app.catalog import services as tool_services
@@ -54,7 +54,15 @@ class AccessRuleSerializer(serializers.ModelSerializer):
         "owned by their tenant, which may grant only its private tools. Fixed once the rule exists.",
     )
     api_keys = ScopedApiKeyField(many=True, required=False, help_text="Narrow the rule to these keys (ids).")
-    scopes = ScopeListField(help_text="Narrow the rule to keys holding any of these scopes.")
+    scopes = ScopeListField(help_text="Narrow the rule to credentials holding any of these scopes (key or token).")
+    oauth_subjects = StringListField(
+        child=serializers.CharField(max_length=255),
+        help_text="Narrow the rule to OAuth callers with one of these subjects (the token's subject claim).",
+    )
+    oauth_groups = StringListField(
+        child=serializers.CharField(max_length=255),
+        help_text="Narrow the rule to OAuth callers in one of these groups (the groups or roles claim).",
+    )
     created_by = CreatedByField()
 
     class Meta:
@@ -68,6 +76,8 @@ class AccessRuleSerializer(serializers.ModelSerializer):
             "tenant",
             "owner",
             "api_keys",
+            "oauth_subjects",
+            "oauth_groups",
             "scopes",
             "note",
             "created_at",

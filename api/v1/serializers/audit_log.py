@@ -26,6 +26,8 @@ class InvocationSerializer(serializers.ModelSerializer):
             "duration_ms",
             "key_id",
             "key_label",
+            "oauth_subject",
+            "oauth_client",
             "session_id",
             "protocol_version",
             "client_name",
@@ -52,6 +54,8 @@ class AuditEventSerializer(serializers.ModelSerializer):
             "id",
             "tenant",
             "actor",
+            "oauth_subject",
+            "oauth_client",
             "source",
             "action",
             "object_type",
@@ -69,7 +73,16 @@ class _TimeWindowFilter(serializers.Serializer):
     until = serializers.DateTimeField(required=False, help_text="Only rows before this time (ISO 8601).")
 
 
-class InvocationFilter(_TimeWindowFilter):
+class _OAuthFilter(serializers.Serializer):
+    oauth_subject = serializers.CharField(
+        required=False, max_length=255, help_text="Only rows of this OAuth subject (the token's subject claim)."
+    )
+    oauth_client = serializers.CharField(
+        required=False, max_length=255, help_text="Only rows of this OAuth client (its client_id)."
+    )
+
+
+class InvocationFilter(_TimeWindowFilter, _OAuthFilter):
     tool = serializers.CharField(
         required=False,
         max_length=1024,
@@ -87,7 +100,7 @@ class InvocationFilter(_TimeWindowFilter):
     run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
 
 
-class AuditEventFilter(_TimeWindowFilter):
+class AuditEventFilter(_TimeWindowFilter, _OAuthFilter):
     object_type = serializers.CharField(
         required=False, max_length=100, help_text="e.g. tools_app.Tool, tenants.ApiKey, tools_app.AccessRule"
     )

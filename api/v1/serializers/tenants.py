@@ -21,6 +21,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "name",
             "is_active",
             "allow_anonymous",
+            "api_keys_enabled",
             "calls_per_minute",
             "max_concurrent_calls",
             "endpoint",

@@ -11,6 +11,7 @@ from api.v1.views.api_keys import ApiKeyViewSet
 from api.v1.views.audit_log import AuditEventViewSet, InvocationViewSet
 from api.v1.views.me import MeView
 from api.v1.views.memberships import MembershipViewSet
+from api.v1.views.oauth import OAuthClientViewSet, OAuthGrantViewSet, OAuthSettingsViewSet, TrustedIssuerViewSet
 from api.v1.views.resources import PromptViewSet, ResourceTemplateViewSet, ResourceViewSet
 from api.v1.views.sessions import SessionViewSet
 from api.v1.views.tenants import TenantViewSet
@@ -25,10 +26,14 @@ __all__ = [
     "InvocationViewSet",
     "MeView",
     "MembershipViewSet",
+    "OAuthClientViewSet",
+    "OAuthGrantViewSet",
+    "OAuthSettingsViewSet",
     "PromptViewSet",
     "ResourceTemplateViewSet",
     "ResourceViewSet",
     "SessionViewSet",
     "TenantViewSet",
     "ToolViewSet",
+    "TrustedIssuerViewSet",
 ]

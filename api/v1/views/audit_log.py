@@ -61,6 +61,8 @@ class InvocationViewSet(_AuditLogViewSet):
             run_id=filters.get("run"),
             kind=filters.get("kind"),
             protocol_version=filters.get("revision"),
+            oauth_subject=filters.get("oauth_subject"),
+            oauth_client=filters.get("oauth_client"),
         )
 
 
@@ -86,4 +88,6 @@ class AuditEventViewSet(_AuditLogViewSet):
             action=filters.get("action"),
             source=filters.get("source"),
             actor=filters.get("actor"),
+            oauth_subject=filters.get("oauth_subject"),
+            oauth_client=filters.get("oauth_client"),
         )

@@ -73,13 +73,38 @@ class HttpProblem(Exception):
         self.headers = headers or []
 
 
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _challenge(exc: AuthError) -> bytes:
+    """``WWW-Authenticate`` for a 401 or 403 (MCP authorization; RFC 6750 §3, RFC 9728 §5.1)."""
+    if exc.error == "insufficient_scope":
+        order = [("error", exc.error), ("scope", exc.scope), ("resource_metadata", exc.resource_metadata)]
+    else:
+        order = [("resource_metadata", exc.resource_metadata), ("scope", exc.scope), ("error", exc.error)]
+    order.append(("error_description", exc.error_description))
+    params = ", ".join(f"{name}={_quoted(value)}" for name, value in order if value)
+    return f"Bearer {params}".rstrip().encode("latin-1", "replace")
+
+
+def _auth_problem(exc: AuthError) -> HttpProblem:
+    if exc.status in (401, 403):
+        return HttpProblem(exc.status, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", _challenge(exc))])
+    return HttpProblem(exc.status, SERVER_ERROR, exc.message)
+
+
 class StreamableHttp:
     def __init__(
         self, engine: Engine, stateless: StatelessEngine, events: EventStore, redis: Redis, config: TransportConfig
     ) -> None:
         self.engine = engine
         self.stateless = StatelessHttp(
-            stateless, events, keepalive_seconds=config.keepalive_seconds, register_listener=self._register_listener
+            stateless,
+            events,
+            keepalive_seconds=config.keepalive_seconds,
+            register_listener=self._register_listener,
+            authorize=self._authorize,
         )
         self.events = events
         self.redis = redis
@@ -118,7 +143,7 @@ class StreamableHttp:
                 # Fetch the session while the credential is checked: two Redis round trips
                 # overlap instead of adding up. It is used only once the credential passed.
                 lookup = self.engine.sessions.lookup(session_id)
-            identity = await self._authenticate(endpoint, headers)
+            identity = await self._authenticate(endpoint, headers, scope)
             method = scope.get("method", "GET")
             if method == "POST":
                 await self._post(identity, headers, scope.get("headers", ()), receive, responder, lookup)
@@ -144,14 +169,32 @@ class StreamableHttp:
         if not checks.origin_allowed(origin, self.config.allowed_origins, self.config.allowed_hosts):
             raise HttpProblem(403, SERVER_ERROR, f"Forbidden: origin {origin!r} is not allowed")
 
-    async def _authenticate(self, endpoint: str, headers: dict[str, str]) -> Identity:
+    def _origin(self, headers: dict[str, str], scope: Scope) -> str:
+        """Scheme and authority the client sent the request to (behind a trusted proxy, the
+        ones the proxy was asked for)."""
+        scheme = str(scope.get("scheme") or "http")
+        host = headers.get("host", "")
+        if self.config.trust_forwarded_host:
+            host = headers.get("x-forwarded-host", host).split(",")[0].strip()
+            scheme = headers.get("x-forwarded-proto", scheme).split(",")[0].strip()
+        return f"{scheme.lower()}://{host.lower()}"
+
+    async def _authenticate(self, endpoint: str, headers: dict[str, str], scope: Scope) -> Identity:
         try:
-            identity: Identity = await self.engine.host.authenticate(endpoint, headers.get("authorization"))
+            identity: Identity = await self.engine.host.authenticate(
+                endpoint, headers.get("authorization"), self._origin(headers, scope)
+            )
             return identity
         except AuthError as exc:
-            if exc.status == 401:
-                raise HttpProblem(401, SERVER_ERROR, exc.message, headers=[(b"www-authenticate", b"Bearer")]) from None
-            raise HttpProblem(exc.status, SERVER_ERROR, exc.message) from None
+            raise _auth_problem(exc) from None
+
+    def _authorize(self, identity: Identity, message: Message) -> None:
+        """403 before dispatch when the credential may not send this request at all."""
+        if message.is_request and message.method != "initialize":
+            try:
+                self.engine.host.authorize(identity, message.method)
+            except AuthError as exc:
+                raise _auth_problem(exc) from None
 
     async def _session(self, identity: Identity, headers: dict[str, str], lookup: SessionLookup | None) -> Session:
         if lookup is None:
@@ -220,6 +263,7 @@ class StreamableHttp:
             message = jsonrpc.validate(payload)
         except JsonRpcError as exc:
             raise HttpProblem(400, exc.code, exc.message) from None
+        self._authorize(identity, message)
         if message.is_request and message.method == "initialize":
             await self._initialize(identity, headers, message, responder)
             return
@@ -264,6 +308,9 @@ class StreamableHttp:
     ) -> None:
         if not payload:
             raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
+        for item in payload:
+            with contextlib.suppress(JsonRpcError):  # invalid items are answered one by one below
+                self._authorize(identity, jsonrpc.validate(item))
         session = await self._session(identity, headers, lookup)
         if not allows_batches(session.protocol_version):
             raise HttpProblem(

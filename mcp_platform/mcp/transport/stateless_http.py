@@ -201,11 +201,15 @@ class StatelessHttp:
         *,
         keepalive_seconds: float,
         register_listener: Callable[[ListenStream], Any],
+        authorize: Callable[[Identity, Message], None],
     ) -> None:
+        """``authorize`` raises the transport's 403 when the credential may not send a
+        method at all (an OAuth token without the scope it needs), as on the legacy leg."""
         self.engine = engine
         self.events = events
         self.keepalive_seconds = keepalive_seconds
         self._register_listener = register_listener
+        self._authorize = authorize
 
     async def post(
         self,
@@ -222,6 +226,7 @@ class StatelessHttp:
             if message is None:  # a notification: nothing to answer in this revision
                 await responder.whole(202, b"", [])
                 return
+            self._authorize(identity, message)
             envelope = await self._check(identity, headers, raw_headers, message)
         except JsonRpcError as exc:
             await responder.json(exc.http_status if exc.http_status != 200 else 400, jsonrpc.error(request_id, exc))

@@ -1,0 +1,1 @@
+"""The tenants' MCP endpoints as OAuth resource servers."""

@@ -1,0 +1,1 @@
+"""The embedded authorization server (Authlib)."""
