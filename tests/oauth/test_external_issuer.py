@@ -142,6 +142,34 @@ def test_scopes_gate_methods_with_403_insufficient_scope(oauth_server, oauth_wor
     assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp/oauth-b")
 
 
+def test_scopes_gate_2026_07_28_requests_too(oauth_server, oauth_world: OAuthWorld):
+    endpoint = oauth_server.endpoint("oauth-b")
+    token = oauth_world.issuer.mint(audience=endpoint, scope="tools:list")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+
+    def post(method: str, params: dict, **headers: str) -> httpx.Response:
+        with httpx.Client(timeout=30) as http:
+            return http.post(
+                endpoint,
+                json=rpc(method, {**params, "_meta": meta}),
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": method,
+                    **headers,
+                },
+            )
+
+    assert post("tools/list", {}).json()["result"]["tools"]
+    refused = post("tools/call", {"name": "echo", "arguments": {"text": "x"}}, **{"Mcp-Name": "echo"})
+    assert refused.status_code == 403
+    assert _challenge_params(refused)["error"] == "insufficient_scope"
+
+
 def test_opaque_tokens_by_introspection(orm, oauth_server, oauth_world: OAuthWorld):
     from oauth.services import oauth_settings_set, trusted_issuer_save
     from tenants.models import Tenant
