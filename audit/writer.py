@@ -194,9 +194,14 @@ class JournalWriter:
         batch_rows: int,
         claim_idle_seconds: float,
         block_ms: int = 1000,
+        linger_seconds: float = 0.0,
         name: str | None = None,
     ) -> None:
+        """``linger_seconds``: after a batch smaller than ``batch_rows``, wait this long before
+        reading again, so rows arriving at a steady rate go in fewer, larger transactions
+        (a transaction costs far more than a row)."""
         self._redis = client
+        self._linger = linger_seconds
         self._batch_rows = batch_rows
         self._claim_idle_ms = int(claim_idle_seconds * 1000)
         self._block_ms = block_ms
@@ -240,8 +245,12 @@ class JournalWriter:
         batches = self._redis.xreadgroup(
             GROUP, self.name, {JOURNAL_KEY: ">"}, count=self._batch_rows, block=self._block_ms
         )
+        read = 0
         for _, entries in cast(list[tuple[bytes, Entries]], batches or []):
+            read += len(entries)
             handled += self._handle(entries)
+        if 0 < read < self._batch_rows and self._linger:
+            time.sleep(self._linger)  # let the next batch gather (the rows are safe in the journal)
         return handled
 
     def _claim(self) -> Entries:

@@ -21,6 +21,8 @@ class LoadResult:
     calls: int
     seconds: float
     latencies_ms: list[float]
+    # Every request sent, warm-up and handshakes included (what a server's CPU time covers).
+    requests: int = 0
 
     @property
     def rate(self) -> float:
@@ -118,16 +120,18 @@ async def run_load(
             await conn.initialize()
     latencies: list[float] = []
     calls = 0
+    requests = 2 * clients if mcp else 0  # initialize + notifications/initialized
     start = time.perf_counter()
     measure_from = start + warmup
     stop_at = measure_from + seconds
 
     async def worker(conn: Connection) -> None:
-        nonlocal calls
+        nonlocal calls, requests
         request_id = 1
         while (now := time.perf_counter()) < stop_at:
             request_id += 1
             status, _, data = await conn.post({**body, "id": request_id})
+            requests += 1
             if status != 200 or b'"error"' in data or b'"isError":true' in data:
                 raise RuntimeError(f"bad answer {status}: {data[:200]!r}")
             if now >= measure_from:
@@ -137,4 +141,4 @@ async def run_load(
     await asyncio.gather(*(worker(c) for c in connections))
     for conn in connections:
         conn.close()
-    return LoadResult(clients, calls, seconds, latencies)
+    return LoadResult(clients, calls, seconds, latencies, requests)

@@ -14,6 +14,10 @@ Auth, argument validation, limits and audit are on in every Toolbay row. Each se
 keep-alive connection with its own MCP session, calling back to back (``bench/loadgen.py``);
 the servers take turns, never overlap, and the ratios are against the SDK of the same run
 because the 2-core machine's absolute numbers move from minute to minute.
+
+``cpu`` is the CPU time (user + system, from /proc on Linux) the server's processes spent
+per request: for Toolbay the web process and its audit writer. It moves far less than the
+throughput when other work shares the machine.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 from cryptography.fernet import Fernet
@@ -106,6 +111,28 @@ class Deployment:
         self.processes.clear()
 
 
+def cpu_seconds(pids: list[int]) -> float | None:
+    """User + system CPU time of these processes so far; None where /proc is not there."""
+    total = 0.0
+    try:
+        for pid in pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+    return total
+
+
+def measured(pids: list[int], load: Any) -> tuple[LoadResult, float | None]:
+    """Run ``load`` (a coroutine); its result and the processes' CPU time per request (µs)."""
+    before = cpu_seconds(pids)
+    result: LoadResult = asyncio.run(load)
+    after = cpu_seconds(pids)
+    if before is None or after is None or not result.requests:
+        return result, None
+    return result, (after - before) / result.requests * 1e6
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32])
@@ -141,30 +168,35 @@ def main() -> None:
     port = free_port()
     sdk_command = uvicorn("bench.sdk_server:app", port, access_log=False)
     results: dict[tuple[str, int], LoadResult] = {}
+    cpu: dict[tuple[str, int], float | None] = {}
     for n in args.sessions:
         # Each server alone on the machine while it is measured, all within one minute per size.
         for deployment in (production, make_run):
             deployment.start()
             try:
-                results[deployment.name, n] = asyncio.run(
-                    run_load(deployment.url, deployment.key, n, args.seconds, ECHO)
+                results[deployment.name, n], cpu[deployment.name, n] = measured(
+                    [process.pid for process in deployment.processes],
+                    run_load(deployment.url, deployment.key, n, args.seconds, ECHO),
                 )
             finally:
                 deployment.stop()
         sdk = subprocess.Popen(sdk_command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for_port(port)
-            results["sdk", n] = asyncio.run(run_load(f"http://127.0.0.1:{port}/mcp", None, n, args.seconds, ECHO))
+            results["sdk", n], cpu["sdk", n] = measured(
+                [sdk.pid], run_load(f"http://127.0.0.1:{port}/mcp", None, n, args.seconds, ECHO)
+            )
         finally:
             sdk.terminate()
             sdk.wait(10)
-        peer = results["sdk", n]
+        peer, peer_cpu = results["sdk", n], cpu["sdk", n]
         for name in ("toolbay", "make-run", "sdk"):
-            result = results[name, n]
+            result, used = results[name, n], cpu[name, n]
+            cpu_text = f"  cpu {used:5.0f} us (x{used / peer_cpu:4.2f})" if used and peer_cpu else ""
             print(
                 f"N={n:<3} {name:9} {result.rate:7.0f} calls/s (x{result.rate / peer.rate:4.2f})  "
                 f"p50 {result.percentile(0.5):6.2f} ms  p99 {result.percentile(0.99):6.2f} ms "
-                f"(x{result.percentile(0.99) / peer.percentile(0.99):4.2f})",
+                f"(x{result.percentile(0.99) / peer.percentile(0.99):4.2f}){cpu_text}",
                 flush=True,
             )
     if args.json:
@@ -174,6 +206,7 @@ def main() -> None:
                 "sessions": n,
                 **result.summary(),
                 "rate_vs_sdk": round(result.rate / results["sdk", n].rate, 3),
+                "cpu_us_per_request": round(cpu[name, n] or 0, 1),
             }
             for (name, n), result in results.items()
         ]

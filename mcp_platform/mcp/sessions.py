@@ -105,11 +105,13 @@ class SessionStore:
 
     async def touch(self, session: Session) -> None:
         """Record activity for the live sessions view (see ``touch_due``); the session's
-        subscriptions live as long as the session does."""
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
-        pipe.expire(names.subscriptions_key(session.id), self.idle_seconds)
-        await pipe.execute()
+        subscriptions live as long as the session does. With the request path's commands."""
+        await self._batch.run(
+            [
+                ("ZADD", names.tenant_sessions_key(session.tenant_id), time.time(), session.id),
+                ("EXPIRE", names.subscriptions_key(session.id), self.idle_seconds),
+            ]
+        )
 
     async def subscribe(self, session: Session, uri: str) -> bool:
         """Add ``uri`` to the session's subscriptions; False when it holds MAX_SUBSCRIPTIONS already."""

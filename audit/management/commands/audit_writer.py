@@ -27,6 +27,7 @@ class Command(BaseCommand):
             sync_redis(),
             batch_rows=settings.AUDIT_WRITER_BATCH_ROWS,
             claim_idle_seconds=settings.AUDIT_WRITER_CLAIM_IDLE_SECONDS,
+            linger_seconds=settings.AUDIT_WRITER_LINGER_MS / 1000,
         )
         writer.run(stop.is_set)
         self.stdout.write(
