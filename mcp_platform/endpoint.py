@@ -44,7 +44,7 @@ def request_state_codec() -> RequestStateCodec:
 
 def build_transport() -> StreamableHttp:
     redis = async_redis()
-    events = EventStore(redis, ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
+    events = EventStore(redis, command_batch(), ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
     engine = Engine(
         host=PlatformToolHost(tenant_directory, catalog_cache),
         sessions=SessionStore(redis, command_batch(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),

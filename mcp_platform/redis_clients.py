@@ -11,10 +11,14 @@ import weakref
 
 import redis
 import redis.asyncio as aioredis
+from redis.driver_info import DriverInfo
 from django.conf import settings
 
 from mcp_platform.redis_batch import CommandBatch
 
+# redis-py looks its own version up in the package metadata for every new connection
+# (about 1 ms of CPU, measured under a burst of stream openings); it does not change.
+DRIVER = DriverInfo(lib_version=redis.__version__)
 # redis-py 8 reads with a 5 s socket timeout by default, as long as the blocking reads here
 # (XREAD BLOCK, channels-redis's BZPOPMIN) wait: they would race. Blocking calls wait at
 # most 5 s, so 30 s only fires for a Redis that really stopped answering.
@@ -33,6 +37,7 @@ def sync_redis() -> redis.Redis:
             socket_connect_timeout=5,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
+            driver_info=DRIVER,
         )
     return _sync_client
 
@@ -47,6 +52,7 @@ def async_redis() -> aioredis.Redis:
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
             max_connections=1000,
+            driver_info=DRIVER,
         )
         _async_clients[loop] = client
     return client

@@ -16,6 +16,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import names
+from mcp_platform.redis_batch import CommandBatch
 
 _EVENT_ID = re.compile(r"^([A-Za-z0-9]{1,32})\.(\d{1,20}-\d{1,20})$")
 # An event log is a replay buffer, not an archive: cap its length as well as its age.
@@ -40,53 +41,77 @@ def parse_event_id(value: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
+def _appended(key: str, data: bytes, final: bool, ttl: int) -> list[tuple[object, ...]]:
+    return [
+        ("XADD", key, "MAXLEN", "~", MAX_EVENTS_PER_STREAM, "*", "d", data, "f", b"1" if final else b"0"),
+        ("EXPIRE", key, ttl),
+    ]
+
+
+def _stored(stream_id: str, raw: list[list[object]]) -> list[StoredEvent]:
+    """XRANGE's raw reply ([entry id, [field, value, …]] each) as events."""
+    events = []
+    for entry_id, flat in raw:
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))  # type: ignore[index]
+        events.append(
+            StoredEvent(f"{stream_id}.{cast(bytes, entry_id).decode()}", fields[b"d"], fields.get(b"f") == b"1")
+        )
+    return events
+
+
+def _checked(replies: list[object]) -> list[object]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 class EventStore:
-    def __init__(self, redis: Redis, *, ttl_seconds: int) -> None:
+    def __init__(self, redis: Redis, batch: CommandBatch, *, ttl_seconds: int) -> None:
+        """Appends and reads go out with this loop's other hot-path commands (``batch``);
+        only ``follow``, which blocks, holds a connection of ``redis``'s pool."""
         self._redis = redis
+        self._batch = batch
         self._ttl = ttl_seconds
 
     async def append(self, session_id: str, stream_id: str, data: bytes, *, final: bool = False) -> str:
-        key = names.events_key(session_id, stream_id)
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.xadd(key, {"d": data, "f": b"1" if final else b"0"}, maxlen=MAX_EVENTS_PER_STREAM, approximate=True)
-        pipe.expire(key, self._ttl)
-        entry_id, _ = await pipe.execute()
-        return f"{stream_id}.{entry_id.decode()}"
+        entry_id, _ = _checked(
+            await self._batch.run(_appended(names.events_key(session_id, stream_id), data, final, self._ttl))
+        )
+        return f"{stream_id}.{cast(bytes, entry_id).decode()}"
 
     async def append_many(self, items: list[tuple[str, str, bytes]]) -> list[str]:
         """Append one event to each (session, stream) in a single round trip; their ids."""
-        pipe = self._redis.pipeline(transaction=False)
-        for session_id, stream_id, data in items:
-            key = names.events_key(session_id, stream_id)
-            pipe.xadd(key, {"d": data, "f": b"0"}, maxlen=MAX_EVENTS_PER_STREAM, approximate=True)
-            pipe.expire(key, self._ttl)
-        results = await pipe.execute()
-        return [f"{stream_id}.{entry.decode()}" for (_, stream_id, _), entry in zip(items, results[::2], strict=True)]
+        commands = [
+            command
+            for session_id, stream_id, data in items
+            for command in _appended(names.events_key(session_id, stream_id), data, False, self._ttl)
+        ]
+        results = _checked(await self._batch.run(commands))
+        return [
+            f"{stream_id}.{cast(bytes, entry).decode()}"
+            for (_, stream_id, _), entry in zip(items, results[::2], strict=True)
+        ]
 
     async def after_many(self, items: list[tuple[str, str, str]]) -> list[list[StoredEvent]]:
         """``after`` for several (session, stream, after entry) at once, in one round trip."""
-        pipe = self._redis.pipeline(transaction=False)
-        for session_id, stream_id, after_entry in items:
-            pipe.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000)
-        results = cast(list[_Entries], await pipe.execute())
+        commands = [
+            ("XRANGE", names.events_key(session_id, stream_id), f"({after_entry}", "+", "COUNT", 1000)
+            for session_id, stream_id, after_entry in items
+        ]
+        results = _checked(await self._batch.run(commands))
         return [
-            [StoredEvent(f"{stream_id}.{eid.decode()}", fields[b"d"], fields.get(b"f") == b"1") for eid, fields in rows]
+            _stored(stream_id, cast(list[list[object]], rows))
             for (_, stream_id, _), rows in zip(items, results, strict=True)
         ]
 
     async def exists(self, session_id: str, stream_id: str) -> bool:
-        return bool(await self._redis.exists(names.events_key(session_id, stream_id)))
+        return bool(await self._batch.one("EXISTS", names.events_key(session_id, stream_id)))
 
     async def after(self, session_id: str, stream_id: str, after_entry: str) -> list[StoredEvent]:
         """The events stored after ``after_entry`` (no waiting)."""
-        entries = cast(
-            _Entries,
-            await self._redis.xrange(names.events_key(session_id, stream_id), min=f"({after_entry}", count=1000),
-        )
-        return [
-            StoredEvent(f"{stream_id}.{entry_id.decode()}", fields[b"d"], fields.get(b"f") == b"1")
-            for entry_id, fields in entries
-        ]
+        (events,) = await self.after_many([(session_id, stream_id, after_entry)])
+        return events
 
     async def follow(
         self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000

@@ -113,6 +113,19 @@ class SessionStore:
             ]
         )
 
+    async def swap_digests(self, digests: list[tuple[str, str]]) -> list[bytes | None]:
+        """Remember the list fingerprints each session was told about (session id,
+        fingerprint); what each had before (None: nothing yet). One round trip."""
+        commands = [
+            ("SET", names.session_digest_key(session_id), digest, "EX", self.idle_seconds, "GET")
+            for session_id, digest in digests
+        ]
+        previous = await self._batch.run(commands)
+        for value in previous:
+            if isinstance(value, Exception):
+                raise value
+        return cast(list[bytes | None], previous)
+
     async def subscribe(self, session: Session, uri: str) -> bool:
         """Add ``uri`` to the session's subscriptions; False when it holds MAX_SUBSCRIPTIONS already."""
         key = names.subscriptions_key(session.id)

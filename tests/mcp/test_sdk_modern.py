@@ -25,6 +25,7 @@ from mcp_types import ElicitResult, TextContent
 from audit.models import Invocation, Outcome
 from tests.mcp import sdk_modern
 from tests.mcp.sdk_modern import RoundRobin, TasksExtension
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -92,7 +93,10 @@ def test_multi_round_elicitation_continues_on_the_other_server(live_servers, liv
 
     asyncio.run(scenario())
     rows = Invocation.objects.filter(tool_name="test_input_required_result_elicitation", protocol_version="2026-07-28")
-    assert {Outcome.INPUT_REQUIRED, Outcome.COMPLETED} <= set(rows.values_list("outcome", flat=True))
+    wait_for(
+        lambda: {Outcome.INPUT_REQUIRED, Outcome.COMPLETED} <= set(rows.values_list("outcome", flat=True)),
+        message="the round that asked and the one that answered, in the invocation log",
+    )
 
 
 def test_missing_capability_is_error_32021(live_servers, live_world):
@@ -129,7 +133,8 @@ def test_a_task_that_asks_runs_on_a_worker_and_is_answered_through_tasks_update(
     assert "input_required" in statuses and statuses[-1] == "completed"
     asked = next(state for state in tasks.seen if state.status == "input_required")
     assert list(asked.input_requests or {}) == ["confirm"]
-    row = Invocation.objects.get(call_id=f"run-{created.task_id}")
+    task_row = Invocation.objects.filter(call_id=f"run-{created.task_id}")
+    row = wait_for(lambda: task_row.first(), message="the task's row")
     assert (row.outcome, row.protocol_version, row.is_task) == (Outcome.COMPLETED, "2026-07-28", True)
 
 

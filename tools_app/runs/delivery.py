@@ -10,14 +10,15 @@ from django.conf import settings
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.mcp.jsonrpc import RequestId
 from mcp_platform.mcp.relay import CallAddress, Relay
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_clients import async_redis, command_batch
 from tools_app.runs.models import ToolRun
 
 
 def relay() -> Relay:
     """The relay for this event loop (its Redis client belongs to the loop)."""
     redis = async_redis()
-    return Relay(redis, get_channel_layer(), EventStore(redis, ttl_seconds=settings.MCP_EVENT_TTL_SECONDS))
+    events = EventStore(redis, command_batch(), ttl_seconds=settings.MCP_EVENT_TTL_SECONDS)
+    return Relay(redis, get_channel_layer(), events)
 
 
 def address_of(run: ToolRun) -> CallAddress:

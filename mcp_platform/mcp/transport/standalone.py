@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -80,7 +80,6 @@ class StandaloneStream:
         self._responder = responder
         self._lock_key = lock_key
         self._resume_after = resume_after
-        self.digest_key = names.session_digest_key(session.id)
         self.tenant_id = identity.tenant_id
         self.session_id = session.id
         self.digest = ""
@@ -142,9 +141,7 @@ class StandaloneStream:
         """On (re)connect: announce a change the session has not heard of yet."""
         digests = await self.services.host.visible_digests(self.identity)
         fresh = encode_digests(digests)
-        idle = self.services.sessions.idle_seconds
-        # SET ... GET answers the old value: bytes, or None when there was none.
-        previous = cast(bytes | None, await self.services.redis.set(self.digest_key, fresh, ex=idle, get=True))
+        (previous,) = await self.services.sessions.swap_digests([(self.session.id, fresh)])
         self.digest = fresh
         for method in changed_lists(previous.decode() if previous is not None else None, digests):
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
@@ -197,10 +194,7 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
             stream.digest = fresh
     if not moved:
         return
-    pipe = services.redis.pipeline(transaction=False)
-    for stream, _, _ in moved:
-        pipe.set(stream.digest_key, stream.digest, ex=services.sessions.idle_seconds, get=True)
-    previous = await pipe.execute()
+    previous = await services.sessions.swap_digests([(stream.session_id, stream.digest) for stream, _, _ in moved])
     appends: list[tuple[str, str, bytes]] = []
     told: list[StandaloneStream] = []
     for (stream, digests, in_memory), old in zip(moved, previous, strict=True):
