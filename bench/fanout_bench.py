@@ -2,11 +2,14 @@
 
     python -m bench.fanout_bench [--sessions 100 1000] [--servers 2]
 
-Sessions are spread over several uvicorn processes (so delivery crosses processes). The
+Sessions are spread over several uvicorn processes (so delivery crosses processes), in the
+production configuration (DEBUG=0). The
 clock starts just before the edit is committed in this process, and stops for each
 session when its stream carries notifications/tools/list_changed. Memory per idle
 session is the growth of the servers' resident memory while the N streams were opened,
-divided by N. Uses PostgreSQL database toolbay_bench (recreated) and Redis db 13.
+divided by N; the floor is the same for a bare ASGI app holding SSE streams open, what the
+ASGI server (uvicorn, httptools) costs before any Toolbay code. Uses PostgreSQL database
+toolbay_bench (recreated) and Redis db 13.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 
 import redis
+from cryptography.fernet import Fernet
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
 from bench.echo_bench import BENCH_REDIS, ROOT, start
@@ -36,6 +40,30 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+async def floor_kib(url: str, pid: int, sessions: int) -> float:
+    """RSS per idle SSE connection of the bare ``reference_app.stream_app`` (same server, flags)."""
+
+    async def open_one() -> Connection:
+        conn = Connection(url, None)
+        await conn.open()
+        request = f"GET / HTTP/1.1\r\nHost: localhost:{conn.port}\r\nAccept: text/event-stream\r\n\r\n"
+        conn.writer.write(request.encode())
+        buffer = b""
+        while b"retry: 1000" not in buffer:
+            buffer += await conn.reader.read(4096)
+        return conn
+
+    before = rss_kib(pid)
+    conns: list[Connection] = []
+    for _ in range(0, sessions, 50):
+        conns += await asyncio.gather(*(open_one() for _ in range(50)))
+    await asyncio.sleep(1.0)
+    after = rss_kib(pid)
+    for conn in conns:
+        conn.close()
+    return round((after - before) / len(conns), 1)
 
 
 class Listener:
@@ -128,6 +156,10 @@ def main() -> None:
         "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
         "LOG_LEVEL": "WARNING",
         "MCP_SSE_KEEPALIVE_SECONDS": "60",
+        # The production configuration, as the README's and the compose file's.
+        "DEBUG": "0",
+        "SECRET_KEY": f"bench-{time.time_ns()}-not-a-secret",
+        "TOOLBAY_SECRET_KEYS": Fernet.generate_key().decode(),
     }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
@@ -146,6 +178,13 @@ def main() -> None:
         .stdout.strip()
         .splitlines()[-1]
     )
+    floor_server, floor_url = start("uvicorn", "bench.reference_app:stream_app", env)
+    try:
+        floor = asyncio.run(floor_kib(floor_url, floor_server.pid, max(args.sessions)))
+    finally:
+        floor_server.terminate()
+        floor_server.wait(10)
+    print(f"floor: the ASGI server alone holds {floor} KiB per idle SSE connection (bench.reference_app)", flush=True)
     django_setup(env)
     servers = [start("uvicorn", "mcp_platform.asgi:application", env) for _ in range(args.servers)]
     rows = []

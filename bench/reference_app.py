@@ -1,7 +1,9 @@
-"""The reference for benchmark ratios: a bare ASGI app answering a fixed JSON-RPC result.
+"""The references for benchmark ratios: bare ASGI apps served by the same ASGI server with
+the same flags as Toolbay, so a ratio to them says what the platform itself costs.
 
-It is served by the same ASGI server with the same flags as Toolbay, so the ratio of
-Toolbay's rate to this one's says what the platform itself costs on this machine today.
+- ``app`` answers a fixed JSON-RPC result (throughput);
+- ``stream_app`` holds an SSE stream open until the client leaves (the memory an idle
+  stream costs the ASGI server alone, before any application code).
 """
 
 from __future__ import annotations
@@ -26,3 +28,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": BODY})
+
+
+async def stream_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": b"retry: 1000\n\n", "more_body": True})
+    while (await receive())["type"] != "http.disconnect":
+        pass

@@ -1,7 +1,9 @@
 """ASGI entry point: ``/mcp/<tenant>`` goes straight to the MCP endpoint, everything else to Django.
 
 The MCP path gets no Django middleware (no CSRF, no APPEND_SLASH redirect, no session
-lookup) and no per-request routing objects: one compiled pattern decides.
+lookup) and no per-request routing objects: one compiled pattern decides. There is no
+protocol router either: only HTTP is served (Channels is the layer between processes), and
+every frame on the way stays alive for as long as an open stream does.
 """
 
 import os
@@ -13,19 +15,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
-
 from mcp_platform.endpoint import mcp_endpoint  # noqa: E402
 
 MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
 
 
-async def http_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    match = MCP_PATH.match(scope["path"])
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    match = MCP_PATH.match(scope["path"]) if scope["type"] == "http" else None
     if match is not None:
         await mcp_endpoint(scope, receive, send, tenant=match.group(1))
     else:
-        await django_asgi_app(scope, receive, send)
-
-
-application = ProtocolTypeRouter({"http": http_app})
+        await django_asgi_app(scope, receive, send)  # Django refuses what is not HTTP

@@ -75,7 +75,6 @@ def build_transport() -> StreamableHttp:
         engine,
         stateless,
         events,
-        redis,
         TransportConfig(
             allowed_hosts=tuple(settings.ALLOWED_HOSTS),
             allowed_origins=tuple(settings.MCP_ALLOWED_ORIGINS),

@@ -11,8 +11,8 @@ import weakref
 
 import redis
 import redis.asyncio as aioredis
-from redis.driver_info import DriverInfo
 from django.conf import settings
+from redis.driver_info import DriverInfo
 
 from mcp_platform.redis_batch import CommandBatch
 

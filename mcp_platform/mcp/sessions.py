@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
 import orjson
@@ -28,12 +28,18 @@ class Session:
     initialized: bool = False
     credential: str = ""  # a label for operators (key name and prefix), never the key
 
-    def dump(self) -> str:
-        return orjson.dumps(asdict(self)).decode()
+    def dump(self) -> bytes:
+        # Field by field: dataclasses.asdict deep-copies every value first.
+        return orjson.dumps({name: getattr(self, name) for name in _FIELDS})
 
     @classmethod
     def load(cls, raw: bytes | str) -> Session:
         return cls(**orjson.loads(raw))
+
+
+_FIELDS = tuple(item.name for item in fields(Session))
+# Releases a session's GET-stream lock only while this holder still has it.
+_RELEASE_IF_HELD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def new_session_id() -> str:
@@ -54,6 +60,14 @@ TOUCH_INTERVAL_SECONDS = 30.0
 MAX_SUBSCRIPTIONS = 1000
 
 
+def _checked(replies: list[Any]) -> list[Any]:
+    """The replies, or the first error reply raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
 def _retrieve(answer: asyncio.Future[list[Any]]) -> None:
     if not answer.cancelled():
         answer.exception()
@@ -72,7 +86,8 @@ class SessionLookup:
         """The session; None when unknown, expired or deleted."""
         if self._answer is None:
             return None
-        (raw,) = await self._answer
+        answer, self._answer = self._answer, None  # read once; a long stream keeps no reply around
+        (raw,) = await answer
         if isinstance(raw, Exception):
             raise raw
         return Session.load(raw) if raw is not None else None
@@ -87,10 +102,14 @@ class SessionStore:
         self._touched: dict[str, float] = {}
 
     async def create(self, session: Session) -> None:
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(names.session_key(session.id), session.dump(), ex=self.idle_seconds)
-        pipe.zadd(names.tenant_sessions_key(session.tenant_id), {session.id: time.time()})
-        await pipe.execute()
+        _checked(
+            await self._batch.run(
+                [
+                    ("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds),
+                    ("ZADD", names.tenant_sessions_key(session.tenant_id), time.time(), session.id),
+                ]
+            )
+        )
 
     def touch_due(self, session: Session) -> bool:
         """Whether to record activity now (at most every TOUCH_INTERVAL_SECONDS per session);
@@ -120,11 +139,7 @@ class SessionStore:
             ("SET", names.session_digest_key(session_id), digest, "EX", self.idle_seconds, "GET")
             for session_id, digest in digests
         ]
-        previous = await self._batch.run(commands)
-        for value in previous:
-            if isinstance(value, Exception):
-                raise value
-        return cast(list[bytes | None], previous)
+        return cast(list[bytes | None], _checked(await self._batch.run(commands)))
 
     async def subscribe(self, session: Session, uri: str) -> bool:
         """Add ``uri`` to the session's subscriptions; False when it holds MAX_SUBSCRIPTIONS already."""
@@ -186,12 +201,30 @@ class SessionStore:
         return await self.lookup(session_id).session()
 
     async def save(self, session: Session) -> None:
-        await self._redis.set(names.session_key(session.id), session.dump(), ex=self.idle_seconds)
+        await self._batch.one("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds)
 
     async def delete(self, session: Session) -> bool:
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.delete(names.session_key(session.id))
-        pipe.zrem(names.tenant_sessions_key(session.tenant_id), session.id)
-        pipe.delete(names.subscriptions_key(session.id))
-        deleted, _, _ = await pipe.execute()
+        deleted, _, _ = _checked(
+            await self._batch.run(
+                [
+                    ("DEL", names.session_key(session.id)),
+                    ("ZREM", names.tenant_sessions_key(session.tenant_id), session.id),
+                    ("DEL", names.subscriptions_key(session.id)),
+                ]
+            )
+        )
         return bool(deleted)
+
+    # --- the one GET stream a session may hold -------------------------------------------
+
+    async def claim_stream(self, session: Session, holder: str, *, seconds: int) -> bool:
+        """Take the session's GET-stream lock for ``holder`` (for ``seconds``, renewed while
+        the stream is open); False while another stream holds it."""
+        taken = await self._batch.one("SET", names.standalone_lock_key(session.id), holder, "NX", "EX", seconds)
+        return taken is not None
+
+    async def renew_stream(self, session: Session, *, seconds: int) -> None:
+        await self._batch.one("EXPIRE", names.standalone_lock_key(session.id), seconds)
+
+    async def release_stream(self, session: Session, holder: str) -> None:
+        await self._batch.one("EVAL", _RELEASE_IF_HELD, 1, names.standalone_lock_key(session.id), holder)

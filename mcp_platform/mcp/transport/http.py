@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from mcp_platform.mcp import jsonrpc, names
 from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.detached import detach
@@ -35,7 +33,13 @@ from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
 from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
-from mcp_platform.mcp.transport.standalone import StandaloneStream, StreamServices, catalog_round, resource_round
+from mcp_platform.mcp.transport.standalone import (
+    STREAM_LOCK_SECONDS,
+    StandaloneStream,
+    StreamServices,
+    catalog_round,
+    resource_round,
+)
 from mcp_platform.mcp.transport.stateless_http import StatelessHttp
 from mcp_platform.mcp.versions import SUPPORTED, allows_batches, is_modern
 
@@ -95,9 +99,7 @@ def _auth_problem(exc: AuthError) -> HttpProblem:
 
 
 class StreamableHttp:
-    def __init__(
-        self, engine: Engine, stateless: StatelessEngine, events: EventStore, redis: Redis, config: TransportConfig
-    ) -> None:
+    def __init__(self, engine: Engine, stateless: StatelessEngine, events: EventStore, config: TransportConfig) -> None:
         self.engine = engine
         self.stateless = StatelessHttp(
             stateless,
@@ -107,13 +109,11 @@ class StreamableHttp:
             authorize=self._authorize,
         )
         self.events = events
-        self.redis = redis
         self.config = config
         self._services = StreamServices(
             host=engine.host,
             sessions=engine.sessions,
             events=events,
-            redis=redis,
             keepalive_seconds=config.keepalive_seconds,
         )
         self._hub: StreamHub | None = None
@@ -129,6 +129,7 @@ class StreamableHttp:
                 self.engine.layer,  # type: ignore[arg-type]
                 functools.partial(catalog_round, self._services),
                 functools.partial(resource_round, self._services),
+                keepalive_seconds=self.config.keepalive_seconds,
             )
         return self._hub
 
@@ -375,16 +376,15 @@ class StreamableHttp:
                 await self._follow(session, parsed[0], parsed[1], receive, responder)
                 return
             resume_after = parsed[1]
-        lock = names.standalone_lock_key(session.id)
         holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        if not await self.redis.set(lock, holder, nx=True, ex=60):
+        if not await self.engine.sessions.claim_stream(session, holder, seconds=STREAM_LOCK_SECONDS):
             raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
-        stream = StandaloneStream(self._services, self.hub(), session, identity, responder, lock, resume_after)
+        stream = StandaloneStream(self._services, self.hub(), session, identity, responder, resume_after)
+        del session  # an idle stream holds only what it needs (the stream keeps a lean copy)
         try:
             await stream.run(receive)
         finally:
-            if await self.redis.get(lock) == holder.encode():
-                await self.redis.delete(lock)
+            await self.engine.sessions.release_stream(stream.session, holder)
 
     async def _follow(
         self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder

@@ -43,6 +43,9 @@ class HubStream(Protocol):
 
     def follows_task(self, task_id: str) -> bool: ...
 
+    def keep_alive(self) -> None:
+        """Send a keep-alive comment soon (without waiting for it)."""
+
 
 class Layer(Protocol):
     async def new_channel(self, prefix: str = ...) -> str: ...
@@ -60,11 +63,16 @@ class StreamHub:
         layer: Layer,
         on_catalog_change: Callable[[list[Any]], Awaitable[None]],
         on_resource_updated: Callable[[list[Any], str], Awaitable[None]] | None = None,
+        *,
+        keepalive_seconds: float = 15.0,
     ) -> None:
         """``on_catalog_change(streams)`` handles a change for a batch of this process's
         streams at once (one round, batched I/O), instead of each stream on its own;
-        ``on_resource_updated(streams, uri)`` likewise for a resource whose content changed."""
+        ``on_resource_updated(streams, uri)`` likewise for a resource whose content changed.
+        Every ``keepalive_seconds`` the hub has each of its streams send a keep-alive: one
+        timer for the process, not one per idle stream."""
         self._layer = layer
+        self._keepalive_seconds = keepalive_seconds
         self._on_catalog_change = on_catalog_change
         self._on_resource_updated = on_resource_updated
         self._rounds: set[asyncio.Task[None]] = set()
@@ -80,7 +88,11 @@ class StreamHub:
         # another prefix would only be read when its own receiver wins the shared lock.
         self._channel = await self._layer.new_channel()
         await self._layer.group_add(names.CATALOG_ALL_GROUP, self._channel)
-        self._tasks = [asyncio.ensure_future(self._receive()), asyncio.ensure_future(self._renew())]
+        self._tasks = [
+            asyncio.ensure_future(self._receive()),
+            asyncio.ensure_future(self._renew()),
+            asyncio.ensure_future(self._keep_alive()),
+        ]
 
     async def register(self, stream: HubStream) -> None:
         if self._ready is None:
@@ -160,6 +172,13 @@ class StreamHub:
         for stream in list(self._streams.get(message.get("tenant_id", -1), set())):
             if stream.session_id == session_id:
                 stream.wake(reason)
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(self._keepalive_seconds)
+            for streams in list(self._streams.values()):
+                for stream in list(streams):
+                    stream.keep_alive()
 
     async def _renew(self) -> None:
         while True:

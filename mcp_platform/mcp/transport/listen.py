@@ -47,7 +47,6 @@ class ListenStream:
         subscription_id: jsonrpc.RequestId,
         wanted: dict[str, Any],
         responder: Responder,
-        keepalive_seconds: float,
         server_meta: dict[str, Any],
         follows_tasks: bool,
     ) -> None:
@@ -71,7 +70,7 @@ class ListenStream:
             self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
         self._task_ids = frozenset(self.honoured.get("taskIds", ()))
         self._responder = responder
-        self._keepalive = keepalive_seconds
+        self._beats: set[asyncio.Task[None]] = set()
         self._server_meta = server_meta
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
@@ -100,14 +99,12 @@ class ListenStream:
             self.digests = await self._host.visible_digests(self.identity)
             await self._write("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
             self._baseline.set()
-        tasks = [
-            asyncio.ensure_future(c) for c in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
-        ]
+        tasks = [asyncio.ensure_future(c) for c in (self._serve(), watch_disconnect(receive, self._responder))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await unregister()
-            for task in tasks:
+            for task in (*tasks, *self._beats):
                 task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -169,7 +166,13 @@ class ListenStream:
         if task is not None:
             await self.notify("notifications/tasks", task)
 
-    async def _beat(self) -> None:
-        while self._responder.open:
-            await asyncio.sleep(self._keepalive)
+    def keep_alive(self) -> None:
+        """The hub's keep-alive tick: a comment, in order with the notifications."""
+        if self._responder.open:
+            beat = asyncio.ensure_future(self._write_keepalive())
+            self._beats.add(beat)
+            beat.add_done_callback(self._beats.discard)
+
+    async def _write_keepalive(self) -> None:
+        async with self._send_lock:
             await self._responder.write(sse.KEEPALIVE)

@@ -15,6 +15,8 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class Responder:
     """The ASGI response of one request; writes after the client left are dropped."""
 
+    __slots__ = ("_send", "disconnected", "ended", "started")
+
     def __init__(self, send: Send) -> None:
         self._send = send
         self.started = False

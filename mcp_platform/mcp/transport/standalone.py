@@ -18,12 +18,10 @@ happened while no stream was open is announced when the client opens one again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from redis.asyncio import Redis
 
 from mcp_platform.mcp import jsonrpc, names
 from mcp_platform.mcp.events import EventStore, StoredEvent
@@ -34,11 +32,14 @@ from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import RETRY_MS
-from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.transport.responder import Receive, Responder
 from mcp_platform.mcp.versions import supports_priming
 from mcp_platform.metrics import LIST_CHANGED_SENT
 
 STREAM_ID = names.STANDALONE_STREAM
+# The session's one-GET-stream lock lives this long unless the open stream renews it (each
+# keep-alive), so a process that died holding it frees it soon.
+STREAM_LOCK_SECONDS = 60
 
 
 def _notification(method: str, params: dict[str, Any] | None = None) -> bytes:
@@ -52,7 +53,6 @@ class StreamServices:
     host: ToolHost[Any]
     sessions: SessionStore
     events: EventStore
-    redis: Redis
     keepalive_seconds: float
 
 
@@ -63,6 +63,31 @@ def _entry(event_id: str) -> tuple[int, int]:
 
 
 class StandaloneStream:
+    """One session's GET stream. An idle stream is only its request's own coroutine waiting
+    for the client to leave: no task or timer of its own (the hub sends keep-alives).
+    Deliveries run in a short task when the hub wakes the stream; an end (revoked
+    credential, ended session) interrupts the waiting coroutine."""
+
+    # Many of these stay open for hours: no per-instance dict.
+    __slots__ = (
+        "_again",
+        "_beats",
+        "_delivering",
+        "_ending",
+        "_hub",
+        "_responder",
+        "_resume_after",
+        "_send_lock",
+        "_task",
+        "digest",
+        "identity",
+        "last",
+        "services",
+        "session",
+        "session_id",
+        "tenant_id",
+    )
+
     def __init__(
         self,
         services: StreamServices,
@@ -70,31 +95,41 @@ class StandaloneStream:
         session: Session,
         identity: Identity,
         responder: Responder,
-        lock_key: str,
         resume_after: str | None = None,
     ) -> None:
         self.services = services
         self._hub = hub
-        self.session = session
+        # What the stream needs of its session; the client's info and capabilities stay behind.
+        self.session = dataclasses.replace(session, client_info={}, client_capabilities={})
         self.identity = identity
         self._responder = responder
-        self._lock_key = lock_key
         self._resume_after = resume_after
         self.tenant_id = identity.tenant_id
         self.session_id = session.id
         self.digest = ""
         self.last = "0-0"
         self._send_lock = asyncio.Lock()
-        self._wakeup = asyncio.Event()
-        self._reasons: set[str] = set()
+        self._task: asyncio.Task[Any] | None = None  # the request's coroutine, while it waits
+        self._ending: str | None = None  # "ended" or "revoked" once the stream must end
+        self._delivering: asyncio.Task[None] | None = None
+        self._again = False  # woken again while delivering
+        self._beats: set[asyncio.Task[None]] = set()
 
     def follows_task(self, task_id: str) -> bool:
         """Legacy tasks report on the session's own log (``session.events``), not by id."""
         return False
 
     def wake(self, reason: str) -> None:
-        self._reasons.add(reason)
-        self._wakeup.set()
+        if reason in ("ended", "revoked"):
+            if self._ending is None:
+                self._ending = reason
+                if self._task is not None:
+                    self._task.cancel()  # stop waiting for the client; run() ends the stream
+            return
+        if self._delivering is None or self._delivering.done():
+            self._delivering = asyncio.ensure_future(self._deliver_new())
+        else:
+            self._again = True
 
     async def run(self, receive: Receive) -> None:
         events = self.services.events
@@ -110,22 +145,43 @@ class StandaloneStream:
                 self.last = event_id.split(".", 1)[1]
         hub = self._hub
         await hub.register(self)  # before comparing: any later change wakes this stream
-        await self._announce_if_changed()
-        self.wake("events")
-        tasks = [
-            asyncio.ensure_future(coro)
-            for coro in (self._serve(), self._beat(), watch_disconnect(receive, self._responder))
-        ]
         try:
-            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            await self._announce_if_changed()
+            self.wake("events")
+            await self._until_disconnected(receive)
+            if self._ending == "revoked":
+                await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
         finally:
+            for task in (self._delivering, *self._beats):
+                if task is not None:
+                    task.cancel()
             await hub.unregister(self)
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
             await self._responder.end()
+
+    async def _until_disconnected(self, receive: Receive) -> None:
+        """Wait for the client to leave, or for ``wake`` to end the stream."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._task = task
+        try:
+            if self._ending is None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                self._responder.disconnected = True
+        except asyncio.CancelledError:
+            if self._ending is None:
+                raise  # cancelled from outside (the server is stopping)
+            task.uncancel()  # our own interruption, handled
+        finally:
+            self._task = None
+
+    async def _deliver_new(self) -> None:
+        while True:
+            self._again = False
+            await self.deliver(await self.services.events.after(self.session.id, STREAM_ID, self.last))
+            if not self._again:
+                self._delivering = None
+                return
 
     async def deliver(self, events: list[StoredEvent]) -> None:
         """Send stored events newer than the last one sent, in order, each once."""
@@ -146,24 +202,17 @@ class StandaloneStream:
         for method in changed_lists(previous.decode() if previous is not None else None, digests):
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
-    async def _serve(self) -> None:
-        events = self.services.events
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            reasons, self._reasons = self._reasons, set()
-            if "ended" in reasons:
-                return
-            if "revoked" in reasons:
-                await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
-                return
-            await self.deliver(await events.after(self.session.id, STREAM_ID, self.last))
+    def keep_alive(self) -> None:
+        if not self._responder.open:
+            return
+        beat = asyncio.ensure_future(self._keep_alive())
+        self._beats.add(beat)
+        beat.add_done_callback(self._beats.discard)
 
-    async def _beat(self) -> None:
-        while self._responder.open:
-            await asyncio.sleep(self.services.keepalive_seconds)
+    async def _keep_alive(self) -> None:
+        async with self._send_lock:
             await self._responder.write(sse.KEEPALIVE)
-            await self.services.redis.expire(self._lock_key, 60)
+        await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
 
 
 async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:

@@ -350,7 +350,6 @@ class StatelessHttp:
             subscription_id=message.id,
             wanted=wanted,
             responder=responder,
-            keepalive_seconds=self.keepalive_seconds,
             server_meta=self.engine.complete("subscriptions/listen", {})["_meta"],
             follows_tasks=envelope.has_extension(TASKS_EXTENSION),
         )
