@@ -2,8 +2,9 @@
 
     python -m bench.background_bench [--calls 300] [--sessions 1 8]
 
-Uses a throw-away PostgreSQL database (BENCH_DATABASE_URL, default toolbay_bench on the
-local server, dropped and recreated) and Redis db 13. Both tools run the same no-op
+Runs the production configuration (DEBUG=0) on a throw-away PostgreSQL database
+(BENCH_DATABASE_URL, default toolbay_bench on the local server, dropped and recreated) and
+Redis db 13. Both tools run the same no-op
 handler (echo); the difference is the queue hop, the run row and the relayed stream.
 """
 
@@ -21,7 +22,7 @@ from pathlib import Path
 import psycopg
 import redis
 
-from bench.echo_bench import BENCH_REDIS, ROOT, start
+from bench.echo_bench import BENCH_REDIS, ROOT, production_settings, start
 from bench.loadgen import run_load
 
 BENCH_DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay_bench")
@@ -63,6 +64,7 @@ def main() -> None:
         "REDIS_URL": BENCH_REDIS,
         "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
         "LOG_LEVEL": "WARNING",
+        **production_settings(),
     }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()

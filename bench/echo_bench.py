@@ -27,6 +27,19 @@ from bench.loadgen import run_load
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+def production_settings() -> dict[str, str]:
+    """The production configuration's own settings (the README's and the compose file's)."""
+    from cryptography.fernet import Fernet
+
+    return {
+        "DEBUG": "0",
+        "SECRET_KEY": f"bench-{time.time_ns()}-not-a-secret",
+        "TOOLBAY_SECRET_KEYS": Fernet.generate_key().decode(),
+    }
+
+
 ECHO = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hello"}}}
 PING = {"jsonrpc": "2.0", "method": "ping"}
 

@@ -26,10 +26,9 @@ import time
 from pathlib import Path
 
 import redis
-from cryptography.fernet import Fernet
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
-from bench.echo_bench import BENCH_REDIS, ROOT, start
+from bench.echo_bench import BENCH_REDIS, ROOT, production_settings, start
 from bench.loadgen import Connection
 
 MARKER = b"notifications/tools/list_changed"
@@ -156,10 +155,7 @@ def main() -> None:
         "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
         "LOG_LEVEL": "WARNING",
         "MCP_SSE_KEEPALIVE_SECONDS": "60",
-        # The production configuration, as the README's and the compose file's.
-        "DEBUG": "0",
-        "SECRET_KEY": f"bench-{time.time_ns()}-not-a-secret",
-        "TOOLBAY_SECRET_KEYS": Fernet.generate_key().decode(),
+        **production_settings(),
     }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()

@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from cryptography.fernet import Fernet
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
-from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, wait_for_port
+from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, production_settings, wait_for_port
 from bench.loadgen import LoadResult, run_load
 
 LIMITS = """
@@ -152,9 +151,7 @@ def main() -> None:
         "toolbay",
         {
             **base,
-            "DEBUG": "0",
-            "SECRET_KEY": f"bench-{time.time_ns()}-not-a-secret",
-            "TOOLBAY_SECRET_KEYS": Fernet.generate_key().decode(),
+            **production_settings(),
             "DATABASE_URL": BENCH_DATABASE_URL,
         },
     )

@@ -88,6 +88,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0),
+        # A reused connection is tested before its first query (after a database restart,
+        # a request or a task gets a fresh one instead of an error).
+        conn_health_checks=True,
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -130,6 +133,9 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery would close the database connection around every task; mcp_platform/celery.py applies
+# Django's CONN_MAX_AGE rule instead, and this only recycles it after so many tasks.
+CELERY_DB_REUSE_MAX = 1000
 CELERY_TASK_DEFAULT_QUEUE = "toolbay.short"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Unacknowledged messages of a worker that vanished entirely come back after this long;
