@@ -11,6 +11,7 @@ import asyncio
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -111,9 +112,19 @@ class Connection:
 
 
 async def run_load(
-    url: str, key: str | None, clients: int, seconds: float, body: dict, *, mcp: bool = True, warmup: float = 1.0
+    url: str | Sequence[str],
+    key: str | None,
+    clients: int,
+    seconds: float,
+    body: dict,
+    *,
+    mcp: bool = True,
+    warmup: float = 1.0,
 ) -> LoadResult:
-    connections = [Connection(url, key) for _ in range(clients)]
+    """``clients`` sessions sending ``body`` back to back; given several URLs (server
+    processes), the sessions are spread over them in turn."""
+    urls = [url] if isinstance(url, str) else list(url)
+    connections = [Connection(urls[i % len(urls)], key) for i in range(clients)]
     for conn in connections:
         await conn.open()
         if mcp:

@@ -74,6 +74,7 @@ class Deployment:
         self.env = env
         self.processes: list[subprocess.Popen[bytes]] = []
         self.url = ""
+        self.urls: list[str] = []
         self.key = ""
 
     def prepare(self) -> None:
@@ -90,17 +91,18 @@ class Deployment:
         ).stdout
         self.key = out.strip().splitlines()[-1]
 
-    def start(self) -> None:
-        port = free_port()
-        for command in (
-            uvicorn("mcp_platform.asgi:application", port, access_log=True),  # ACCESS_LOG decides
-            [sys.executable, "manage.py", "audit_writer"],
-        ):
+    def start(self, servers: int = 1) -> None:
+        """``servers`` uvicorn processes (each on its own port, ``urls``) and one audit writer."""
+        ports = [free_port() for _ in range(servers)]
+        commands = [uvicorn("mcp_platform.asgi:application", port, access_log=True) for port in ports]  # ACCESS_LOG
+        for command in (*commands, [sys.executable, "manage.py", "audit_writer"]):
             self.processes.append(
                 subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             )
-        wait_for_port(port)
-        self.url = f"http://127.0.0.1:{port}/mcp/demo"
+        for port in ports:
+            wait_for_port(port)
+        self.urls = [f"http://127.0.0.1:{port}/mcp/demo" for port in ports]
+        self.url = self.urls[0]
 
     def stop(self) -> None:
         for process in self.processes:

@@ -49,6 +49,7 @@ def build_transport() -> StreamableHttp:
         host=PlatformToolHost(tenant_directory, catalog_cache),
         sessions=SessionStore(redis, command_batch(), idle_seconds=settings.MCP_SESSION_IDLE_SECONDS),
         redis=redis,
+        batch=command_batch(),
         layer=get_channel_layer(),
         cursors=CursorCodec(settings.SECRET_KEY.encode()),
         config=EngineConfig(

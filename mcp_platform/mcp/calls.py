@@ -25,6 +25,7 @@ from mcp_platform.mcp import jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.detached import detach
 from mcp_platform.mcp.events import StoredEvent
 from mcp_platform.mcp.relay import CallAddress, Relay
+from mcp_platform.redis_batch import CommandBatch
 
 REGISTER_DELAY_SECONDS = 0.05
 
@@ -363,8 +364,12 @@ class LinkRuntime:
 class StreamCallLink(LinkRuntime):
     """The link of a call running in this process, answering on its POST stream."""
 
-    def __init__(self, stream: Stream, *, cancel_grace: float, **runtime: Any) -> None:
+    def __init__(self, stream: Stream, *, cancel_grace: float, batch: CommandBatch, **runtime: Any) -> None:
+        """``batch``: the registration goes through the multiplexed connection. A call that
+        outlives the register delay (any call, when the process is loaded) then costs no pool
+        connection, and its release can never overtake its claim."""
         super().__init__(session_id=stream.session_id, **runtime)
+        self._batch = batch
         self._stream = stream
         self._request_key = request_key(self.request_id)
         self._cancel_grace = cancel_grace
@@ -380,14 +385,16 @@ class StreamCallLink(LinkRuntime):
         await self._stream.send(message)
 
     async def _claim(self, channel: str) -> bool:
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.set(names.inflight_key(self.session_id, self._request_key), channel, ex=24 * 3600)
-        pipe.getdel(names.cancelled_key(self.session_id, self._request_key))
-        _, parked_cancel = await pipe.execute()
+        _, parked_cancel = await self._batch.run(
+            (
+                ("SET", names.inflight_key(self.session_id, self._request_key), channel, "EX", 24 * 3600),
+                ("GETDEL", names.cancelled_key(self.session_id, self._request_key)),
+            )
+        )
         return parked_cancel is not None
 
     async def _release(self) -> None:
-        await self._redis.delete(names.inflight_key(self.session_id, self._request_key))
+        await self._batch.run((("DEL", names.inflight_key(self.session_id, self._request_key)),))
 
     def _cancel(self) -> None:
         if self.cancelled.is_set() or self._call is None or self._call.done():

@@ -22,6 +22,7 @@ from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
 from mcp_platform.mcp.versions import negotiate
+from mcp_platform.redis_batch import CommandBatch
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,7 @@ class Engine:
         host: ToolHost[Any],
         sessions: SessionStore,
         redis: Redis,
+        batch: CommandBatch,
         layer: EngineLayer,
         cursors: CursorCodec,
         config: EngineConfig,
@@ -53,6 +55,7 @@ class Engine:
         self.host = host
         self.sessions = sessions
         self.redis = redis
+        self.batch = batch
         self.layer = layer
         self.cursors = cursors
         self.config = config
@@ -232,6 +235,7 @@ class Engine:
         return StreamCallLink(
             stream,
             cancel_grace=self.config.cancel_grace,
+            batch=self.batch,
             redis=self.redis,
             layer=self.layer,
             request_id=message.id,
