@@ -47,10 +47,13 @@ def _enqueue(run_id: str, tool: ToolSpec | None) -> None:
 
 
 def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
-    """Create the run and queue it once the row is committed (a worker must find it)."""
-    with transaction.atomic():
-        run = run_create(tool=tool, **fields)
-        transaction.on_commit(functools.partial(_enqueue, run.id, tool))
+    """Create the run and queue it once the row is committed (a worker must find it).
+
+    The row is one INSERT, committed by itself (autocommit: no BEGIN and COMMIT round trips
+    on the way to the worker); inside a caller's transaction it is queued at that commit.
+    """
+    run = run_create(tool=tool, **fields)
+    transaction.on_commit(functools.partial(_enqueue, run.id, tool))
     return run
 
 
