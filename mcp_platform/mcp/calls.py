@@ -197,8 +197,9 @@ class Stream(Protocol):
 
 
 def request_key(request_id: jsonrpc.RequestId) -> str:
-    """Request ids 1 and "1" are different requests."""
-    return json.dumps(request_id)
+    """Request ids 1 and "1" are different requests (1 and '"1"'); an integer, the usual
+    id, skips the JSON encoder (a measurable share of a call's CPU)."""
+    return str(request_id) if type(request_id) is int else json.dumps(request_id)
 
 
 class LinkRuntime:

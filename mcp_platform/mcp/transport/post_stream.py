@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_platform.mcp import jsonrpc
 from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.events import EventStore, StoredEvent
+from mcp_platform.mcp.ids import UniqueIds
 from mcp_platform.mcp.sessions import Session
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
@@ -17,6 +17,7 @@ from mcp_platform.mcp.versions import supports_priming
 
 # How long a client waits before reconnecting after the server closed a stream early.
 RETRY_MS = 1000
+_stream_ids = UniqueIds("p")
 
 
 @dataclass
@@ -34,7 +35,7 @@ class PostStream:
     events: EventStore
     session: Session
     keepalive_seconds: float
-    stream_id: str = field(default_factory=lambda: "p" + secrets.token_hex(8))
+    stream_id: str = field(default_factory=lambda: _stream_ids.next())
     _sse: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Only a stream that went SSE needs these: keep-alives, and noticing that the client left

@@ -19,7 +19,6 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -28,6 +27,7 @@ from mcp_platform.mcp import jsonrpc
 from mcp_platform.mcp.calls import Relayed
 from mcp_platform.mcp.events import EventStore, StoredEvent
 from mcp_platform.mcp.host import Identity
+from mcp_platform.mcp.ids import UniqueIds
 from mcp_platform.mcp.jsonrpc import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
@@ -48,6 +48,8 @@ from mcp_platform.mcp.versions import (
 )
 
 ROUTING_HEADERS = ("mcp-method", "mcp-name", "mcp-protocol-version")
+_session_ids = UniqueIds("stateless-")
+_stream_ids = UniqueIds("p")
 # Methods whose Mcp-Name header mirrors a parameter, and which parameter.
 NAMED_BY = {
     "tools/call": "name",
@@ -107,8 +109,8 @@ class StatelessResponse:
     receive: Receive
     events: EventStore
     keepalive_seconds: float
-    session_id: str = field(default_factory=lambda: "stateless-" + secrets.token_hex(8))
-    stream_id: str = field(default_factory=lambda: "p" + secrets.token_hex(8))
+    session_id: str = field(default_factory=lambda: _session_ids.next())
+    stream_id: str = field(default_factory=lambda: _stream_ids.next())
     _sse: bool = False
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
