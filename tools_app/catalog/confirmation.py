@@ -41,3 +41,15 @@ def asker(policy: str, annotations: Mapping[str, bool]) -> Asker:
     if policy == "always" or (policy == "destructive" and is_consequential(annotations)):
         return Asker.USER
     return Asker.NOBODY
+
+
+def confirmation_summary(policy: str, annotations: Mapping[str, bool]) -> str:
+    """What a call of a tool with this policy and these annotations waits for, in words."""
+    who = asker(policy, annotations)
+    if who is Asker.OPERATOR:
+        return f"Confirmation ({policy}): each call waits until an operator of the tenant approves it in the console."
+    if who is Asker.USER:
+        why = "every call" if policy == "always" else "its annotations do not say it is read-only or harmless"
+        return f"Confirmation ({policy}): the client's user confirms each call before it runs ({why})."
+    why = "nobody is asked" if policy == "none" else "the annotations say it is read-only or not destructive"
+    return f"Confirmation ({policy}): calls run at once ({why}). Access rules may still make it stricter."
