@@ -11,6 +11,11 @@ from audit.models import AuditEvent, ConfirmationOutcome, Invocation
 class InvocationSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     arguments = serializers.JSONField(help_text="The call's arguments, sensitive fields redacted.")
+    confirmation = serializers.CharField(
+        read_only=True,
+        help_text="What became of the confirmation the call needed: asked, granted, declined, cancelled, "
+        "timed_out or refused; empty when it needed none.",
+    )
 
     class Meta:
         model = Invocation
