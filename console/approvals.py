@@ -20,7 +20,7 @@ from django.utils.http import urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from console.access import may_use_console
+from console.access import may_use_console, operated_tenant_ids
 from console.views import operator_view
 from tenants.scope import TenantScope, tenant_scope
 from tools_app.runs.approvals import ApprovalRefused, approval_decide, approvals_in, pending_approvals
@@ -42,6 +42,7 @@ def approval_list(request: HttpRequest, scope: TenantScope) -> HttpResponse:
     context = {
         "scope": scope,
         "section": "approvals",
+        "tenant_count": len(operated_tenant_ids(scope)),
         "decided": decided.order_by("-created_at")[:RECENT_DECISIONS],
         "notice": request.GET.get("notice", "")[:200],
         **_rows_context(scope),

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 
 from audit.models import ConfirmationOutcome
 from tenants.services import api_key_create
+from tools_app.runs.approvals import approvals_purge_expired
 from tools_app.runs.models import Approval
 
 
@@ -117,3 +118,11 @@ def test_viewers_have_no_approvals(make_user, acme, client) -> None:
     client.force_login(viewer)
     _approval(acme)
     assert client.get("/console/approvals/").status_code == 403
+
+
+def test_approvals_long_over_are_purged(acme) -> None:
+    old = _approval(acme, expires_at=timezone.now() - timedelta(days=2))
+    recent = _approval(acme, expires_at=timezone.now() - timedelta(hours=1), status=Approval.Status.EXPIRED)
+    assert approvals_purge_expired() == 1
+    assert list(Approval.objects.values_list("pk", flat=True)) == [recent.pk]
+    assert not Approval.objects.filter(pk=old.pk).exists()

@@ -31,6 +31,9 @@ from tools_app.runs.models import Approval
 WAKE_SECONDS = 5
 # Operators who may approve: the console's own role and above.
 APPROVER_ROLE = Role.OPERATOR
+# How long an approval is kept once its call stopped waiting (the console shows recent
+# decisions; the invocation log keeps who decided for as long as it keeps the call).
+KEEP_DECIDED = timedelta(days=1)
 
 
 class ApprovalRefused(Exception):
@@ -98,6 +101,12 @@ def approval_decide(*, scope: TenantScope, user: Any, approval_id: str, approve:
     client.expire(_decision_key(approval.pk), WAKE_SECONDS * 12)
     approval.refresh_from_db()
     return approval
+
+
+def approvals_purge_expired() -> int:
+    """Delete approvals whose wait ended more than KEEP_DECIDED ago; how many went."""
+    deleted, _ = Approval.objects.filter(expires_at__lt=timezone.now() - KEEP_DECIDED).delete()
+    return deleted
 
 
 def approvals_in(scope: TenantScope) -> QuerySet[Approval]:

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.approvals import approvals_purge_expired
 from tools_app.runs.models import ToolRun
 from tools_app.runs.selectors import stuck_runs
 from tools_app.runs.services import finish_and_signal
@@ -68,7 +69,8 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="tools_app.tasks.purge_expired_runs")
 def purge_expired_runs() -> int:
-    return purge()
+    """Runs past their TTL, and operator approvals long over (``approvals_purge_expired``)."""
+    return purge() + approvals_purge_expired()
 
 
 @shared_task(name="tools_app.tasks.reap_stuck_runs")
