@@ -19,6 +19,7 @@ import httpx2
 import pytest
 import redis
 from django.conf import settings
+from django.db import connection
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult
@@ -29,6 +30,8 @@ from tests.mcp.sdk_modern import TasksExtension
 from tests.poll import wait_for
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.services import access_rule_grant_pattern
+from tools_app.runs.models import ToolRun
+from tools_app.runs.tasks import reap_stuck_runs
 
 pytestmark = pytest.mark.live
 
@@ -226,3 +229,33 @@ def test_read_only_tools_run_without_asking(server, live_world, confirm_tools, o
     result = _call(server, live_world, mode, "peek_inline", key, elicitation_callback=_answering(DENY, asked))
     assert result.is_error is False and asked == []
     assert _runs(key) == 1
+
+
+def test_a_task_nobody_confirms_ends_after_the_timeout(server, live_world, live_workers, confirm_tools, orm):
+    """2026-07-28 with the tasks extension: the task waits for its confirmation holding no
+    worker; once the tool's timeout passed, the periodic reaper ends it unconfirmed."""
+    key, tasks = uuid.uuid4().hex, TasksExtension(timeout=40)  # follows the task, never answers
+
+    def reap() -> int:
+        try:
+            parked = ToolRun.objects.filter(arguments__key=key, status=ToolRun.Status.INPUT_REQUIRED)
+            wait_for(lambda: parked.exists(), message="the task to wait for its confirmation")
+            assert reap_stuck_runs() == 0  # not before the timeout
+            # The reaper runs every 30 s in production; here it is called until the 6 s have passed.
+            return wait_for(reap_stuck_runs, timeout=20, message="the reaper to end the unconfirmed task")
+        finally:
+            connection.close()  # this thread's: the test database cannot be dropped while it is open
+
+    async def scenario() -> CallToolResult:
+        async with _client(
+            server, live_world.keys["alpha"], "auto", extensions=[tasks], elicitation_callback=_answering(APPROVE, [])
+        ) as client:
+            call = asyncio.ensure_future(client.call_tool("wipe_background", {"key": key}))
+            assert await asyncio.to_thread(reap) == 1
+            return await call
+
+    result = asyncio.run(scenario())
+    assert result.is_error is True and "within 6 seconds" in result.content[0].text
+    row = _row(key, ConfirmationOutcome.TIMED_OUT)
+    assert (row.outcome, row.is_task) == (Outcome.NOT_CONFIRMED, True)
+    assert _runs(key) == 0

@@ -72,7 +72,11 @@ async def confirm(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
 
 def refusal(tool: ToolSpec, record: ConfirmationRecord, timeout_seconds: float) -> dict[str, Any]:
     """The result of a call that was not confirmed, in words the model can act on."""
-    name = display_name(tool)
+    return unconfirmed_result(display_name(tool), record, timeout_seconds)
+
+
+def unconfirmed_result(name: str, record: ConfirmationRecord, timeout_seconds: float) -> dict[str, Any]:
+    """``refusal`` for the tool shown as ``name``."""
     texts = {
         ConfirmationOutcome.DECLINED: f"The {'operator' if record.decided_by != USER else 'user'} declined "
         f"to run “{name}”; it did not run. Do not retry it unless asked to.",
