@@ -24,7 +24,6 @@ class Caller:
 
     tenant_id: int
     label: str
-    subject: str
     key_id: int | None = None
     oauth_subject: str = ""
     run_id: str = ""  # the run that waits, on a worker

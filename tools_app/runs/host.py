@@ -312,7 +312,6 @@ def caller_of(principal: Principal) -> Caller:
     return Caller(
         tenant_id=principal.tenant_id,
         label=principal.label,
-        subject=principal.subject,
         key_id=principal.key_id,
         oauth_subject=principal.oauth_subject,
     )

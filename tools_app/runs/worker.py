@@ -105,7 +105,6 @@ def caller_of(run: ToolRun) -> Caller:
     return Caller(
         tenant_id=run.tenant_id,
         label=run.credential_label,
-        subject=run.subject,
         key_id=key_id,
         oauth_subject=run.oauth_subject,
         run_id=run.id,
