@@ -73,6 +73,9 @@ def invocation_row(
     is_task: bool = False,
     finished_at: float | None = None,
     kind: str = "tool",
+    confirmation: str = "",
+    confirmed_by: str = "",
+    confirmed_at: float | None = None,
 ) -> dict[str, Any]:
     """One invocation as the journal carries it: JSON values, times as Unix seconds, sensitive
     arguments (``x-sensitive``/``writeOnly`` in the input schema) already redacted."""
@@ -100,6 +103,9 @@ def invocation_row(
         "is_task": is_task,
         "started_at": started_at,
         "finished_at": finished_at if finished_at is not None else time.time(),
+        "confirmation": confirmation,
+        "confirmed_by": confirmed_by[:150],
+        "confirmed_at": confirmed_at,
     }
 
 

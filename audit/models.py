@@ -26,6 +26,29 @@ class Outcome(models.TextChoices):
     # A round of a 2026-07-28 multi-round call that asked the client for input (the retry
     # that brings the answers is another invocation).
     INPUT_REQUIRED = "input_required", "Input required"
+    # A call that needed a person's confirmation and did not get it (declined, cancelled, no
+    # answer in time, or a client that cannot ask): the tool did not run.
+    NOT_CONFIRMED = "not_confirmed", "Not confirmed"
+
+
+class ConfirmationOutcome(models.TextChoices):
+    """What became of the confirmation a call needed (empty: it needed none)."""
+
+    ASKED = "asked", "Asked (waiting for the answer)"
+    GRANTED = "granted", "Granted"
+    DECLINED = "declined", "Declined"
+    CANCELLED = "cancelled", "Cancelled"
+    TIMED_OUT = "timed_out", "No answer in time"
+    REFUSED = "refused", "Refused: the client cannot ask"
+
+
+# Every answer that kept a call from running.
+CONFIRMATION_REFUSALS = (
+    ConfirmationOutcome.DECLINED,
+    ConfirmationOutcome.CANCELLED,
+    ConfirmationOutcome.TIMED_OUT,
+    ConfirmationOutcome.REFUSED,
+)
 
 
 class InvocationKind(models.TextChoices):
@@ -73,6 +96,16 @@ class Invocation(models.Model):
     duration_ms = models.FloatField(null=True, blank=True)
     run_id = models.CharField(max_length=32, blank=True, help_text="The background run or MCP task.")
     is_task = models.BooleanField(default=False)
+    confirmation = models.CharField(
+        max_length=16,
+        choices=ConfirmationOutcome.choices,
+        blank=True,
+        help_text="The confirmation the call needed and what became of it (empty: none was needed).",
+    )
+    confirmed_by = models.CharField(
+        max_length=150, blank=True, help_text="Who answered it: the client's user, or the operator in the console."
+    )
+    confirmed_at = models.DateTimeField(null=True, blank=True, help_text="When it was answered.")
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
 
@@ -86,6 +119,11 @@ class Invocation(models.Model):
             models.Index(fields=["tenant", "oauth_subject", "-started_at"], name="invocation_tenant_subject"),
             models.Index(fields=["tenant", "oauth_client", "-started_at"], name="invocation_tenant_client"),
             models.Index(fields=["started_at"], name="invocation_started"),
+            models.Index(
+                fields=["tenant", "confirmation", "-started_at"],
+                name="invocation_tenant_confirm",
+                condition=~models.Q(confirmation=""),
+            ),
         ]
 
     def __str__(self) -> str:

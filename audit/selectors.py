@@ -55,6 +55,7 @@ def invocations_in(
     protocol_version: str | None = None,
     oauth_subject: str | None = None,
     oauth_client: str | None = None,
+    confirmation: str | None = None,
 ) -> QuerySet[Invocation]:
     """Calls, reads and prompts of the tenants the user operates, with their tenant;
     ``since``/``until`` bound ``started_at``."""
@@ -71,6 +72,7 @@ def invocations_in(
         protocol_version=protocol_version,
         oauth_subject=oauth_subject,
         oauth_client=oauth_client,
+        confirmation=confirmation,
     )
 
 

@@ -61,10 +61,21 @@ COLUMNS = (
     "is_task",
     "started_at",
     "finished_at",
+    "confirmation",
+    "confirmed_by",
+    "confirmed_at",
 )
 # Columns added after the first journal rows were written: rows from older processes (a
 # rolling deploy) lack them and get these values.
-LATER_COLUMNS = {"protocol_version": "", "kind": "tool", "oauth_subject": "", "oauth_client": ""}
+LATER_COLUMNS = {
+    "protocol_version": "",
+    "kind": "tool",
+    "oauth_subject": "",
+    "oauth_client": "",
+    "confirmation": "",
+    "confirmed_by": "",
+    "confirmed_at": None,
+}
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
 
@@ -101,6 +112,10 @@ def _when(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
+def _when_or_none(seconds: float | None) -> datetime | None:
+    return _when(seconds) if seconds is not None else None
+
+
 def _insert_postgresql(rows: Sequence[dict[str, Any]]) -> None:
     """COPY into a session-local staging table, then one INSERT … ON CONFLICT DO NOTHING:
     far less work per row than an ORM insert, and a redelivered call id is skipped."""
@@ -118,6 +133,7 @@ def _insert_postgresql(rows: Sequence[dict[str, Any]]) -> None:
             for row in rows:
                 values = dict(row, arguments=Jsonb(row["arguments"]))
                 values["started_at"], values["finished_at"] = _when(row["started_at"]), _when(row["finished_at"])
+                values["confirmed_at"] = _when_or_none(row["confirmed_at"])
                 copy.write_row([values[column] for column in COLUMNS])
         cursor.execute(
             f"INSERT INTO audit_invocation ({columns}) SELECT {columns} FROM audit_invocation_incoming "
@@ -129,6 +145,7 @@ def invocation_from_row(row: dict[str, Any]) -> Invocation:
     """The (unsaved) model instance of a journal row."""
     values = {column: row[column] for column in COLUMNS}
     values["started_at"], values["finished_at"] = _when(row["started_at"]), _when(row["finished_at"])
+    values["confirmed_at"] = _when_or_none(row["confirmed_at"])
     return Invocation(**values)
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from audit.models import Outcome
-from console.stats import Overview, ToolLatency, TopError
+from audit.models import ConfirmationOutcome, Outcome
+from console.stats import Overview, ToolConfirmations, ToolLatency, TopError
 
 OUTCOME_COLORS: dict[str, str] = {
     Outcome.COMPLETED: "#2e7d32",
@@ -23,6 +23,14 @@ OUTCOME_COLORS: dict[str, str] = {
     Outcome.TIMED_OUT: "#c62828",
     Outcome.CANCELLED: "#757575",
     Outcome.FAILED: "#4e342e",
+    Outcome.NOT_CONFIRMED: "#ad1457",
+}
+CONFIRMATION_COLORS: dict[str, str] = {
+    ConfirmationOutcome.GRANTED: "#2e7d32",
+    ConfirmationOutcome.DECLINED: "#ad1457",
+    ConfirmationOutcome.CANCELLED: "#757575",
+    ConfirmationOutcome.TIMED_OUT: "#c62828",
+    ConfirmationOutcome.REFUSED: "#6a1b9a",
 }
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
 
@@ -158,3 +166,44 @@ def errors_chart(rows: list[TopError], width: int = 760) -> SafeString:
     if not rows:
         parts.append(f'<text x="{count_w}" y="{top + 16}" {FONT} fill="#777">No errors in this window.</text>')
     return _svg(width, height, "Most frequent errors", parts)
+
+
+def declines_chart(rows: list[ToolConfirmations], width: int = 760) -> SafeString:
+    """Per tool, its confirmations by what became of them: granted, then every kind of no."""
+    label_w, right, row_h, top = 170, 150, 24, 6
+    height = top * 2 + row_h * max(len(rows), 1)
+    plot_w = width - label_w - right
+    peak = max((sum(row.counts.values()) for row in rows), default=0)
+    parts = []
+    for index, row in enumerate(rows):
+        y = top + index * row_h
+        name = row.tool if len(row.tool) <= 26 else row.tool[:25] + "…"
+        parts.append(f'<text x="{label_w - 6}" y="{y + 16}" text-anchor="end" {FONT} fill="#222">{escape(name)}</text>')
+        x = float(label_w)
+        for outcome, color in CONFIRMATION_COLORS.items():
+            n = row.counts.get(outcome, 0)
+            if not n:
+                continue
+            w = max(n / peak * plot_w, 1)
+            title = f"{row.tool}: {n:,} {ConfirmationOutcome(outcome).label.lower()}"
+            parts.append(
+                f'<rect class="confirmation {outcome}" x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" '
+                f'fill="{color}"><title>{escape(title)}</title></rect>'
+            )
+            x += w
+        parts.append(
+            f'<text x="{width - right + 6}" y="{y + 16}" {FONT} fill="#333">'
+            f"{row.refused:,} refused of {sum(row.counts.values()):,}</text>"
+        )
+    if not rows:
+        parts.append(f'<text x="{label_w}" y="{top + 16}" {FONT} fill="#777">No confirmations in this window.</text>')
+    return _svg(width, height, "Confirmations per tool: granted and refused", parts)
+
+
+def confirmation_legend() -> SafeString:
+    items = "".join(
+        f'<span class="legend-item"><span class="swatch" style="background:{color}"></span>'
+        f"{escape(ConfirmationOutcome(outcome).label)}</span>"
+        for outcome, color in CONFIRMATION_COLORS.items()
+    )
+    return mark_safe(items)  # escaped above

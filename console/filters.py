@@ -21,7 +21,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from audit.models import AuditEvent, Invocation
+from audit.models import CONFIRMATION_REFUSALS, AuditEvent, ConfirmationOutcome, Invocation
 from audit.signals import TRACKED
 from console.access import access_key, access_tenant
 from mcp_platform.mcp.versions import MODERN, SUPPORTED
@@ -32,6 +32,8 @@ RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(da
 RANGE_CHOICES = [("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"), ("7d", "Last 7 days"),
                  ("30d", "Last 30 days")]  # fmt: skip
 NO_KEY = "none"
+# The confirmation filter's choice for every answer that kept a call from running.
+NOT_CONFIRMED = "refusals"
 
 
 class _TimeFilterForm(forms.Form):
@@ -84,6 +86,10 @@ class InvocationFilterForm(_TimeFilterForm):
     tool = forms.CharField(required=False, max_length=1024, strip=True, label="Tool, prompt or URI")
     key = forms.CharField(required=False, max_length=20)
     outcome = forms.ChoiceField(required=False, choices=[("", "Any outcome"), *Invocation.Outcome.choices])
+    confirmation = forms.ChoiceField(
+        required=False,
+        choices=[("", "Any confirmation"), *ConfirmationOutcome.choices, (NOT_CONFIRMED, "Any refusal")],
+    )
     revision = forms.ChoiceField(
         required=False,
         label="Protocol revision",
@@ -102,6 +108,7 @@ class InvocationFilterForm(_TimeFilterForm):
         "oauth_subject",
         "oauth_client",
         "outcome",
+        "confirmation",
         "revision",
         "range",
         "since",
@@ -136,6 +143,10 @@ class InvocationFilterForm(_TimeFilterForm):
             rows = rows.filter(key_id=key.pk)
         if data.get("outcome"):
             rows = rows.filter(outcome=data["outcome"])
+        if data.get("confirmation") == NOT_CONFIRMED:
+            rows = rows.filter(confirmation__in=CONFIRMATION_REFUSALS)
+        elif data.get("confirmation"):
+            rows = rows.filter(confirmation=data["confirmation"])
         if data.get("revision"):
             rows = rows.filter(protocol_version=data["revision"])
         if data.get("session"):

@@ -1,8 +1,9 @@
 """The numbers behind the console's charts, for the last hour or day of a scoped queryset.
 
-Three aggregate queries, each bounded by the time window (the ``tenant, -started_at``
+Four aggregate queries, each bounded by the time window (the ``tenant, -started_at``
 index, or ``started_at`` for all tenants): calls per minute by outcome, latency
-percentiles per tool, and the most frequent errors. Percentiles are computed by
+percentiles per tool, the most frequent errors, and confirmations per tool by what became
+of them (the declines chart). Percentiles are computed by
 PostgreSQL (``percentile_cont``); on SQLite, the embedded laptop database, in Python.
 """
 
@@ -21,7 +22,7 @@ from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
 from django.db.models.functions import Left, TruncMinute
 from django.utils import timezone
 
-from audit.models import Invocation, Outcome
+from audit.models import CONFIRMATION_REFUSALS, ConfirmationOutcome, Invocation, Outcome
 
 WINDOWS = {"hour": (timedelta(hours=1), 1), "day": (timedelta(days=1), 15)}  # span, minutes per bar
 # A day of a busy platform is 100k+ rows to aggregate (0.5-0.8 s on 1M rows, see the
@@ -70,6 +71,18 @@ class TopError:
 
 
 @dataclass
+class ToolConfirmations:
+    """How the confirmations of one tool's calls ended (granted, declined, …) in the window."""
+
+    tool: str
+    counts: dict[str, int]
+
+    @property
+    def refused(self) -> int:
+        return sum(n for outcome, n in self.counts.items() if outcome in CONFIRMATION_REFUSALS)
+
+
+@dataclass
 class Overview:
     window: str
     since: datetime
@@ -77,6 +90,11 @@ class Overview:
     buckets: list[Bucket]
     latency: list[ToolLatency]
     errors: list[TopError]
+    confirmations: list[ToolConfirmations] = field(default_factory=list)
+
+    @property
+    def declined(self) -> int:
+        return sum(tool.refused for tool in self.confirmations)
 
     @property
     def total(self) -> int:
@@ -155,6 +173,23 @@ def top_errors(rows: QuerySet[Invocation], since: datetime) -> list[TopError]:
     return [TopError(tool, outcome, message, n) for tool, outcome, message, n in grouped]
 
 
+def confirmations_per_tool(rows: QuerySet[Invocation], since: datetime) -> list[ToolConfirmations]:
+    """The tools whose calls needed a confirmation, most refused first."""
+    answered = [outcome for outcome in ConfirmationOutcome.values if outcome != ConfirmationOutcome.ASKED]
+    grouped = (
+        rows.filter(started_at__gte=since, confirmation__in=answered)
+        .values_list("tool_name", "confirmation")
+        .annotate(n=Count("*"))
+        .order_by()
+    )
+    per_tool: dict[str, dict[str, int]] = defaultdict(dict)
+    for tool, confirmation, n in grouped:
+        per_tool[tool][confirmation] = n
+    tools = [ToolConfirmations(tool, counts) for tool, counts in per_tool.items()]
+    tools.sort(key=lambda item: (-item.refused, -sum(item.counts.values()), item.tool))
+    return tools[:TOP_TOOLS]
+
+
 def overview_cached(rows: QuerySet[Invocation], window: str, *, cache_key: str) -> Overview:
     """``overview``, reused for CACHE_SECONDS[window] under ``cache_key`` (which must name
     everything that narrowed ``rows``: the scope and the filters)."""
@@ -177,4 +212,5 @@ def overview(rows: QuerySet[Invocation], window: str) -> Overview:
         buckets=calls_per_bucket(rows, since, now, minutes),
         latency=latency_per_tool(rows, since),
         errors=top_errors(rows, since),
+        confirmations=confirmations_per_tool(rows, since),
     )

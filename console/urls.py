@@ -3,7 +3,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path, re_path, reverse_lazy
 
-from console import views
+from console import approvals, views
 
 app_name = "console"
 
@@ -17,4 +17,7 @@ urlpatterns = [
     path("changes/", views.change_list, name="changes"),
     path("changes/<int:pk>/", views.change_detail, name="change"),
     re_path(r"^changes/export\.(?P<kind>csv|json)$", views.change_export, name="changes-export"),
+    path("approvals/", approvals.approval_list, name="approvals"),
+    path("approvals/pending/", approvals.approval_rows, name="approval-rows"),
+    path("approvals/<str:pk>/decision/", approvals.approval_decision, name="approval-decision"),
 ]

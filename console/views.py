@@ -105,6 +105,8 @@ def dashboard(request: HttpRequest, scope: TenantScope) -> HttpResponse:
         legend=charts.legend(data.outcomes),
         latency_chart=charts.latency_chart(data.latency),
         errors_chart=charts.errors_chart(data.errors),
+        declines_chart=charts.declines_chart(data.confirmations),
+        confirmation_legend=charts.confirmation_legend(),
         error_rate=(100.0 * data.failed / data.total) if data.total else 0.0,
     )
     return TemplateResponse(request, "console/dashboard.html", context)

@@ -81,6 +81,8 @@ def make_tool(db: Any) -> Callable[..., Tool]:
             "description": f"The {name} tool.",
             "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
             "backend_config": {"handler": handler},
+            # Test tools change nothing; the confirmation tests name the policy they exercise.
+            "confirmation": "none",
         }
         defaults.update(fields)
         tool = Tool(name=name, tenant=tenant, **defaults)

@@ -9,6 +9,16 @@ Django find them.
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
-from tools_app.runs.models import ToolRun
+from tools_app.runs.models import Approval, ToolRun
 
-__all__ = ["AccessRule", "BackendSecret", "Prompt", "Resource", "ResourceTemplate", "Tool", "ToolRun", "UpstreamServer"]
+__all__ = [
+    "AccessRule",
+    "Approval",
+    "BackendSecret",
+    "Prompt",
+    "Resource",
+    "ResourceTemplate",
+    "Tool",
+    "ToolRun",
+    "UpstreamServer",
+]

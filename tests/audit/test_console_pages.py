@@ -147,7 +147,7 @@ def test_dashboard_charts(operator_client, acme, globex, make_invocation):
     make_invocation(globex, "globex_only", "failed", error_message="globex trouble")
 
     body = operator_client.get("/console/", {"window": "hour"}).content.decode()
-    assert body.count("<svg") == 3
+    assert body.count("<svg") == 4
     assert re.search(r'id="stat-calls">10<', body)
     assert len(re.findall(r'<rect class="bar outcome-completed"', body)) == 6  # six minutes with completed calls
     assert 'class="bar outcome-failed"' in body and 'class="bar outcome-error"' in body
@@ -163,7 +163,8 @@ def test_dashboard_charts(operator_client, acme, globex, make_invocation):
 
 def test_dashboard_with_nothing_to_show(operator_client, acme):
     body = operator_client.get("/console/").content.decode()
-    assert body.count("<svg") == 3 and "No timed calls in this window." in body and "No errors in this window." in body
+    assert body.count("<svg") == 4 and "No timed calls in this window." in body and "No errors in this window." in body
+    assert "No confirmations in this window." in body
 
 
 def test_change_log_and_diff(operator_client, acme, make_key):

@@ -118,6 +118,7 @@ def site(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.
             input_schema={"type": "object", "properties": {"text": {"type": "string"}}},
             backend_config={"handler": "demo.echo"},
             tags=["console"],
+            confirmation="none",
         )
         tool.full_clean()
         tool.save()
@@ -195,7 +196,7 @@ def test_operator_uses_the_console_in_a_browser(site: dict) -> None:
             # The charts, drawn by the server as inline SVG.
             page.click("text=Overview")
             page.wait_for_url(f"{server.url}/console/")
-            assert page.locator("svg.chart").count() == 3
+            assert page.locator("svg.chart").count() == 4  # calls, latency, errors, confirmations
             assert page.locator("#chart-calls rect.bar").count() >= 60
             assert page.locator("#chart-calls rect.outcome-error").count() > 0
             assert page.locator("#chart-latency rect.p95").count() == 4  # one per tool

@@ -331,7 +331,7 @@ def test_nothing_runs_on_after_an_http_call(api, http_tool, path):
     """Workers kill their process when a handler is not known to have stopped (tools_app/worker.py):
     an HTTP call is over when its await is, whatever the outcome, timeout included."""
     tool = http_tool("probe", {"url": f"{api.origin}{path}", "timeout_seconds": 0.3}, timeout_seconds=0.5)
-    ctx = ToolContext(RecordingLink(), tool_name="probe")
+    ctx = ToolContext(RecordingLink(), tool_name="probe", confirmation="none")
 
     async def run() -> None:
         with contextlib.suppress(Exception):

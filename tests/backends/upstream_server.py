@@ -49,10 +49,15 @@ class RecordingServer(MCPServer):
         return await super()._handle_list_tools(ctx, params)
 
 
+# The test upstream's tools change nothing: they say so, or Toolbay's default confirmation
+# policy (destructive, read with the spec's annotation defaults) would ask before each call.
+HARMLESS = ToolAnnotations(readOnlyHint=True)
+
+
 def build_server() -> RecordingServer:
     server = RecordingServer("upstream-test", version="1.2.3", log_level="WARNING")
 
-    @server.tool(description="Count to n, reporting progress and logging each step.")
+    @server.tool(description="Count to n, reporting progress and logging each step.", annotations=HARMLESS)
     async def count(n: int, ctx: Context) -> str:
         for step in range(1, n + 1):
             await ctx.report_progress(step, n, f"step {step} of {n}")
@@ -68,15 +73,15 @@ def build_server() -> RecordingServer:
     def add(a: int, b: int) -> int:
         return a + b
 
-    @server.tool(description="Always fails with a tool error.")
+    @server.tool(description="Always fails with a tool error.", annotations=HARMLESS)
     def broken(reason: str) -> str:
         raise ToolError(f"broken on purpose: {reason}")
 
-    @server.tool(description="Fails with a JSON-RPC error.")
+    @server.tool(description="Fails with a JSON-RPC error.", annotations=HARMLESS)
     def strict(value: str) -> str:
         raise MCPError(-32602, f"strict refuses {value!r}")
 
-    @server.tool(description="Sleeps, for timeouts and cancellation.")
+    @server.tool(description="Sleeps, for timeouts and cancellation.", annotations=HARMLESS)
     async def nap(seconds: float) -> str:
         try:
             await asyncio.sleep(seconds)  # simulated slow work, to time out or cancel (behaviour under test)
@@ -85,7 +90,7 @@ def build_server() -> RecordingServer:
             raise
         return "rested"
 
-    @server.tool(description="Asks the user for their name (elicitation).")
+    @server.tool(description="Asks the user for their name (elicitation).", annotations=HARMLESS)
     async def ask(question: str, ctx: Context) -> str:
         answer = await ctx.elicit(question, Name)
         if isinstance(answer, AcceptedElicitation):
@@ -183,7 +188,7 @@ class SdkUpstream:
             def fn(text: str) -> str:
                 return f"{name}: {text}"
 
-            self.mcp.add_tool(fn, name=name, description=description)
+            self.mcp.add_tool(fn, name=name, description=description, annotations=HARMLESS)
 
         self.run(change())
 

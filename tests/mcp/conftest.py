@@ -231,6 +231,8 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
             access_rule_grant_pattern(tenant=tenant, pattern="tag:demo")
         access_rule_grant_pattern(tenant=alpha, pattern="tag:conformance")
         for name, fields in BACKGROUND_TOOLS.items():
+            # Test tools change nothing: no confirmation (tests/mcp/test_confirmation.py asks).
+            fields = {"confirmation": "none", **fields}
             tool = Tool(name=name, description=f"test tool {name}", tags=["bg"], **fields)
             tool.full_clean()
             tool.save()

@@ -32,3 +32,11 @@ async def flaky(ctx: Any, arguments: dict[str, Any]) -> str:
 async def crash(ctx: Any, arguments: dict[str, Any]) -> str:
     """A bug in a handler: an exception nobody meant to raise."""
     raise RuntimeError("unexpected bug with a secret detail inside")
+
+
+@tool_handler("testing.record_run")
+async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
+    """Counts every run of the call under ``key`` in Redis: the confirmation tests check that
+    a call nobody confirmed never reached its backend."""
+    redis.Redis.from_url(settings.REDIS_URL).rpush(f"test:runs:{arguments['key']}", "ran")
+    return f"ran {arguments['key']}"

@@ -127,6 +127,7 @@ def gamma(live_world, django_db_blocker) -> dict[str, Any]:
                 input_schema={"type": "object"},
                 backend_config={"handler": "demo.echo"},
                 tags=[name],
+                confirmation="none",  # a test tool: it changes nothing
             )
             tool.full_clean()
             tool.save()

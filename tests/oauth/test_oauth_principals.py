@@ -51,6 +51,7 @@ def _private_tool(tenant: Tenant, name: str) -> Tool:
         description=f"{name} tool",
         input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
         backend_config={"handler": "demo.echo"},
+        confirmation="none",  # a test tool: it changes nothing
     )
     tool.full_clean()
     tool.save()

@@ -56,6 +56,7 @@ def tool_data(**overrides: Any) -> dict[str, Any]:
         "execution_mode": "inline",
         "task_support": "forbidden",
         "timeout_seconds": "30",
+        "confirmation": "destructive",
     }
     data.update(overrides)
     return data

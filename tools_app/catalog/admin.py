@@ -21,6 +21,7 @@ from django.utils.safestring import SafeString
 
 from tenants.admin import TenantScopedAdmin
 from tenants.scope import tenant_scope
+from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
@@ -93,6 +94,14 @@ class ToolAdmin(TenantScopedAdmin):
                 "description": "Hints for clients; leave unknown to omit them from tools/list.",
             },
         ),
+        (
+            "Confirmation",
+            {
+                "fields": ("confirmation",),
+                "description": "Who must say yes before a call runs. Access rules can make it stricter for "
+                "the callers they apply to, never looser.",
+            },
+        ),
         ("Presentation and matching", {"fields": ("icons", "tags")}),
         (
             "Backend",
@@ -143,9 +152,16 @@ class ToolAdmin(TenantScopedAdmin):
         saved = Tool.objects.filter(pk=obj.pk).first() if obj.pk is not None else None
         if saved is None:
             return "Save the tool to see its preview."
-        text = json.dumps(ToolSpec.from_model(saved).wire, indent=2, ensure_ascii=False)
+        spec = ToolSpec.from_model(saved)
+        text = json.dumps(spec.wire, indent=2, ensure_ascii=False)
         note = "" if saved.enabled else "Disabled: clients do not see this tool until it is enabled."
-        return format_html('<pre class="mcp-preview" style="{}">{}</pre>{}', PREVIEW_STYLE, text, note)
+        return format_html(
+            '<pre class="mcp-preview" style="{}">{}</pre><p class="mcp-confirmation">{}</p>{}',
+            PREVIEW_STYLE,
+            text,
+            confirmation_summary(spec.confirmation, spec.annotations),
+            note,
+        )
 
 
 @admin.register(AccessRule)
@@ -175,6 +191,14 @@ class AccessRuleAdmin(TenantScopedAdmin):
             },
         ),
         ("Who it applies to", {"fields": ("tenant", "owner", "api_keys", "oauth_subjects", "oauth_groups", "scopes")}),
+        (
+            "Confirmation",
+            {
+                "fields": ("confirmation",),
+                "description": "Make the confirmation of what this rule grants stricter for its callers (the "
+                "strictest policy of the tool and every rule that applies wins; empty: no change).",
+            },
+        ),
         (None, {"fields": ("note",)}),
         ("History", {"fields": ("created_at", "updated_at", "created_by")}),
     )

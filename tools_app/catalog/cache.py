@@ -28,7 +28,7 @@ from tenants.auth import TenantDirectory, TenantRecord, tenant_directory
 from tenants.principal import Principal
 from tools_app.catalog.selectors import CatalogSnapshot, catalog_snapshot, resource_content
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
-from tools_app.catalog.visibility import visible_entries, visible_tools
+from tools_app.catalog.visibility import confirmation_for, visible_entries, visible_tools
 
 MAX_ENTRIES = 10_000
 
@@ -59,6 +59,11 @@ class VisibleSet:
     prompt_by_name: dict[str, PromptSpec] = field(default_factory=dict)
     # One fingerprint per list a client can be told has changed ("tools", "resources", "prompts").
     digests: dict[str, str] = field(default_factory=dict)
+    # The confirmation policy of each tool for this caller, by name (rules may tighten the tool's).
+    confirmations: dict[str, str] = field(default_factory=dict)
+
+    def confirmation(self, tool: ToolSpec) -> str:
+        return self.confirmations.get(tool.name, tool.confirmation)
 
     def find_resource(self, uri: str) -> tuple[ResourceSpec | TemplateSpec, dict[str, str]] | None:
         """The resource at ``uri``, or the first template (by name) that matches it, with its variables."""
@@ -119,6 +124,7 @@ class TenantTools:
                 prompts=prompts,
                 prompt_by_name={p.name: p for p in prompts},
                 digests={"tools": digest, "resources": _digest(resources, templates), "prompts": _digest(prompts)},
+                confirmations={t.name: confirmation_for(t, self.rules, principal) for t in tools},
             )
             if len(self._visible) >= MAX_ENTRIES:  # OAuth subjects are many; keep it bounded
                 self._visible.clear()

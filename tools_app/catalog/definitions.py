@@ -21,6 +21,8 @@ class ToolDefinition:
     timeout_seconds: float = 30.0
     execution_mode: str = "inline"
     task_support: str = "forbidden"
+    # The model's default: the user confirms unless the annotations say read-only or harmless.
+    confirmation: str = "destructive"
 
 
 @dataclass(frozen=True)

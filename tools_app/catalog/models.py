@@ -44,6 +44,15 @@ def default_input_schema() -> dict[str, Any]:
     return dict(NO_ARGUMENTS_SCHEMA)
 
 
+class Confirmation(models.TextChoices):
+    """Who must say yes before a call runs (see tools_app.catalog.confirmation)."""
+
+    NONE = "none", "None: calls run at once"
+    DESTRUCTIVE = "destructive", "Destructive: the user confirms unless read-only or not destructive"
+    ALWAYS = "always", "Always: the user confirms every call"
+    OPERATOR = "operator", "Operator: an operator of the tenant approves each call in the console"
+
+
 class Tool(models.Model):
     class Backend(models.TextChoices):
         PYTHON = "python", "Python handler"
@@ -84,6 +93,14 @@ class Tool(models.Model):
     execution_mode = models.CharField(max_length=16, choices=ExecutionMode.choices, default=ExecutionMode.INLINE)
     task_support = models.CharField(max_length=16, choices=TaskSupport.choices, default=TaskSupport.FORBIDDEN)
     timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)])
+    confirmation = models.CharField(
+        max_length=16,
+        choices=Confirmation.choices,
+        default=Confirmation.DESTRUCTIVE,
+        help_text="Who must say yes before a call runs. 'Destructive' reads the annotations with the spec's "
+        "defaults: a tool without readOnlyHint and destructiveHint asks. A call waits for the answer up to "
+        "the tool's timeout.",
+    )
     enabled = models.BooleanField(default=True)
     version = models.PositiveIntegerField(default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -209,6 +226,13 @@ class AccessRule(models.Model):
         default=list,
         blank=True,
         help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes).",
+    )
+    confirmation = models.CharField(
+        max_length=16,
+        choices=Confirmation.choices,
+        blank=True,
+        help_text="A stricter confirmation policy for the callers this rule applies to (empty: the tool's). "
+        "The strictest applicable policy wins: a rule can tighten a tool's policy, never loosen it.",
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

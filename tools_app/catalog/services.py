@@ -37,6 +37,7 @@ def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant 
         "execution_mode": definition.execution_mode,
         "task_support": definition.task_support,
         "timeout_seconds": definition.timeout_seconds,
+        "confirmation": definition.confirmation,
     }
     tool = Tool.objects.filter(tenant=tenant, name=definition.name).first()
     if tool is None:

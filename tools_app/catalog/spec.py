@@ -42,6 +42,7 @@ class ToolSpec:
     timeout_seconds: float
     enabled: bool
     version: int
+    confirmation: str = "destructive"  # the tool's own policy; rules may tighten it per caller
 
     @classmethod
     def from_model(cls, tool: Tool) -> ToolSpec:
@@ -63,6 +64,7 @@ class ToolSpec:
             timeout_seconds=float(tool.timeout_seconds),
             enabled=tool.enabled,
             version=tool.version,
+            confirmation=tool.confirmation,
         )
 
     @cached_property
@@ -346,6 +348,7 @@ class RuleSpec:
     kind: str = "tool"  # what a pattern matches: tool, resource, prompt or any
     subjects: frozenset[str] = field(default_factory=frozenset)
     groups: frozenset[str] = field(default_factory=frozenset)
+    confirmation: str = ""  # a stricter confirmation policy for the callers it applies to
 
     @property
     def narrowed(self) -> bool:
@@ -366,4 +369,5 @@ class RuleSpec:
             kind=rule.kind,
             subjects=frozenset(rule.oauth_subjects or []),
             groups=frozenset(rule.oauth_groups or []),
+            confirmation=rule.confirmation,
         )

@@ -26,6 +26,7 @@ from fnmatch import fnmatchcase
 from typing import Protocol, TypeVar
 
 from tenants.principal import Principal
+from tools_app.catalog.confirmation import tightest
 from tools_app.catalog.spec import RuleSpec, ToolSpec
 
 TAG_PREFIX = "tag:"
@@ -112,3 +113,14 @@ def visible_entries(entries: Iterable[E], rules: Iterable[RuleSpec], principal: 
 
 def visible_tools(tools: Iterable[ToolSpec], rules: Iterable[RuleSpec], principal: Principal) -> list[ToolSpec]:
     return visible_entries(tools, rules, principal)
+
+
+def confirmation_for(tool: ToolSpec, rules: Iterable[RuleSpec], principal: Principal) -> str:
+    """The confirmation policy of ``tool`` for ``principal``: the tool's own, tightened by
+    every applicable rule on it that names a stricter one (never loosened)."""
+    named = (
+        rule.confirmation
+        for rule in rules
+        if rule.confirmation and rule_applies(rule, principal) and rule_targets(rule, tool)
+    )
+    return tightest((tool.confirmation, *named))

@@ -197,7 +197,10 @@ _NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
 
 
 def _fixture(name: str, handler: str, description: str, schema: dict[str, Any] | None = None) -> ToolDefinition:
-    return ToolDefinition(name=name, handler=handler, description=description, input_schema=schema or dict(_NO_ARGS))
+    # The suite's fixtures change nothing, and the suite expects each call to run at once.
+    return ToolDefinition(
+        name=name, handler=handler, description=description, input_schema=schema or dict(_NO_ARGS), confirmation="none"
+    )
 
 
 TOOLS = [

@@ -126,6 +126,7 @@ def _tool(name: str, handler: str, description: str, schema: dict[str, Any] | No
         handler=handler,
         description=description,
         input_schema=schema or {"type": "object", "properties": {}},
+        confirmation="none",  # fixtures of the suite, which expects each call to run at once
     )
 
 

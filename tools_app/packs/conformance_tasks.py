@@ -92,6 +92,7 @@ def _tool(
         task_support=task_support,
         execution_mode=execution_mode,
         timeout_seconds=120.0,
+        confirmation="none",  # fixtures of the suite, which expects each call to run at once
     )
 
 

@@ -63,7 +63,8 @@ async def _backend(entry: Any, operation: str, *args: Any, requester: Requester 
     module = backend_for(entry.backend_kind)
     options: dict[str, Any] = {}
     if requester is not None and requester.link is not None and entry.backend_kind == "python":
-        options["ctx"] = ToolContext(requester.link, tool_name=entry.name)
+        # A read or a prompt, not a tool call: no confirmation applies.
+        options["ctx"] = ToolContext(requester.link, tool_name=entry.name, confirmation="none")
     try:
         async with asyncio.timeout(entry.timeout_seconds):
             return await getattr(module, operation)(entry, *args, **options)

@@ -8,18 +8,52 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from audit.models import Outcome
+from audit.models import ConfirmationOutcome, Outcome
 from mcp_platform.mcp import loglevels
 from mcp_platform.mcp.calls import CallLink, ClientRequestError, ContinueAsTask, MissingClientCapability
 from tools_app.backends.results import ToolError
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who made the call, as an operator approving it sees them."""
+
+    tenant_id: int
+    label: str
+    key_id: int | None = None
+    oauth_subject: str = ""
+    run_id: str = ""  # the run that waits, on a worker
+
+
+@dataclass(frozen=True)
+class ConfirmationRecord:
+    """What became of the confirmation a call needed, for its invocation row."""
+
+    outcome: ConfirmationOutcome
+    decided_by: str = ""
+    decided_at: float | None = None
+
+    @classmethod
+    def decided(cls, outcome: ConfirmationOutcome, by: str) -> ConfirmationRecord:
+        return cls(outcome, by, time.time())
+
+    def row_fields(self) -> dict[str, Any]:
+        return {"confirmation": self.outcome, "confirmed_by": self.decided_by, "confirmed_at": self.decided_at}
+
+
 class ToolContext:
-    def __init__(self, link: CallLink, *, tool_name: str) -> None:
+    def __init__(self, link: CallLink, *, tool_name: str, confirmation: str, caller: Caller | None = None) -> None:
+        """``confirmation``: the policy that applies to this caller (see
+        ``tools_app.runs.confirmation``); ``caller``: who asks, for an operator's approval."""
         self._link = link
         self.tool_name = tool_name
+        self.confirmation = confirmation
+        self.caller = caller
+        self.confirmation_record: ConfirmationRecord | None = None
         self._last_progress: float | None = None
         # Set by the backend when the handler's code has really returned (a blocking handler
         # keeps running in its thread after its awaiting task was cancelled).
@@ -69,6 +103,17 @@ class ToolContext:
     def supports(self, capability: str) -> bool:
         """Whether the client declared ``capability`` ("elicitation", "sampling", "roots")."""
         return capability in self._link.client_capabilities
+
+    def supports_forms(self) -> bool:
+        """Whether the client can show an elicitation form (``elicitation: {}`` means form only)."""
+        declared = self._link.client_capabilities.get("elicitation")
+        if not isinstance(declared, dict):
+            return False
+        return "form" in declared or "url" not in declared
+
+    @property
+    def client_name(self) -> str:
+        return str(self._link.client_info.get("name") or "")
 
     async def elicit(self, message: str, requested_schema: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
         """Ask the user for input (form mode); returns ``{action, content?}``.

@@ -57,11 +57,13 @@ def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
     return run
 
 
-def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink) -> dict[str, Any]:
-    """Where the run's messages go and what the worker's context knows of the client."""
+def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink, confirmation: str) -> dict[str, Any]:
+    """Where the run's messages go, what the worker's context knows of the client and the
+    confirmation policy that applies to this caller."""
     return dict(
         principal=principal,
         arguments=arguments,
+        confirmation=confirmation,
         session_id=link.session_id,
         stream_id=link.stream_id,
         request_id=link.request_id,
@@ -74,10 +76,11 @@ def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink)
 
 
 async def call_in_background(
-    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink
+    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, confirmation: str
 ) -> Relayed:
     after = await link.open_stream()
-    run = await sync_to_async(run_start)(tool=tool, is_task=False, **_run_fields(principal, arguments, link))
+    fields = _run_fields(principal, arguments, link, confirmation)
+    run = await sync_to_async(run_start)(tool=tool, is_task=False, **fields)
     link.on_cancel = functools.partial(cancel_run, run.id)
     patience = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS
     try:
@@ -98,11 +101,16 @@ async def call_in_background(
 
 
 async def create_task(
-    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
+    principal: Principal,
+    tool: ToolSpec,
+    arguments: dict[str, Any],
+    link: CallLink,
+    ttl_ms: int | None,
+    confirmation: str,
 ) -> dict[str, Any]:
     """Start a legacy (2025-11-25) MCP task; returns its CreateTaskResult."""
     ttl = min(ttl_ms if ttl_ms is not None else settings.MCP_TASK_DEFAULT_TTL_MS, settings.MCP_TASK_MAX_TTL_MS)
-    fields = {**_run_fields(principal, arguments, link), "is_task": True, "ttl_ms": ttl}
+    fields = {**_run_fields(principal, arguments, link, confirmation), "is_task": True, "ttl_ms": ttl}
     problem = argument_problem(tool, arguments)
     if problem is not None:
         run = await sync_to_async(run_create)(tool=tool, **fields)
@@ -119,7 +127,9 @@ async def create_task(
     return {"task": task_view(run)}
 
 
-async def start_task(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> dict[str, Any]:
+async def start_task(
+    principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, confirmation: str
+) -> dict[str, Any]:
     """Start a 2026-07-28 task (tasks extension) for already-validated arguments; returns its
     CreateTaskResult once the run is committed, so a tasks/get right after finds it.
 
@@ -127,7 +137,7 @@ async def start_task(principal: Principal, tool: ToolSpec, arguments: dict[str, 
     a task (multi-round answers) travels with it, and its client polls tasks/get.
     """
     fields = {
-        **_run_fields(principal, arguments, link),
+        **_run_fields(principal, arguments, link, confirmation),
         "session_id": "",
         "stream_id": "",
         "request_id": None,

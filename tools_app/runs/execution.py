@@ -16,14 +16,15 @@ from typing import Any
 
 from django.conf import settings
 
-from audit.models import Outcome
+from audit.models import ConfirmationOutcome, Outcome
 from mcp_platform.mcp.jsonrpc import JsonRpcError
 from tools_app.backends.base import BackendError
 from tools_app.backends.registry import backend_for
 from tools_app.backends.results import ToolError, error_result, normalize
 from tools_app.catalog.schemas import describe_error, first_error
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs.context import ToolContext
+from tools_app.runs.confirmation import confirm, refusal
+from tools_app.runs.context import ConfirmationRecord, ToolContext
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +38,22 @@ def argument_problem(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any
 
 async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any]:
     """Run an already-validated call under the tool's timeout; always returns a CallToolResult
-    (and leaves how it ended in ``ctx.outcome`` / ``ctx.error_message``)."""
+    (and leaves how it ended in ``ctx.outcome`` / ``ctx.error_message``).
+
+    The confirmation its policy asks for comes first, within the same timeout: the backend
+    runs only once a person said yes."""
     try:
         async with asyncio.timeout(tool.timeout_seconds):
+            refused = await confirm(tool, arguments, ctx)
+            if refused is not None:
+                return _ended(ctx, Outcome.NOT_CONFIRMED, refused)
             output = await _call_with_retries(tool, arguments, ctx)
         result = _check_output(tool, normalize(output, has_output_schema=tool.output_schema is not None))
     except TimeoutError:
+        record = ctx.confirmation_record
+        if record is not None and record.outcome == ConfirmationOutcome.ASKED:
+            ctx.confirmation_record = ConfirmationRecord(ConfirmationOutcome.TIMED_OUT)
+            return _ended(ctx, Outcome.NOT_CONFIRMED, refusal(tool, ctx.confirmation_record, tool.timeout_seconds))
         return _ended(
             ctx,
             Outcome.TIMED_OUT,

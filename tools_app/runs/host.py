@@ -25,7 +25,7 @@ from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import content, limits
-from tools_app.runs.context import ToolContext
+from tools_app.runs.context import Caller, ToolContext
 from tools_app.runs.delivery import relay
 from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
 from tools_app.runs.execution import argument_problem, execute
@@ -127,7 +127,8 @@ class PlatformToolHost:
         return tool.task_support if tool is not None else None
 
     async def call_tool(self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink) -> Any:
-        tool = await self._tool(identity, name)
+        visible = await self._cache.visible(identity)
+        tool = visible.by_name.get(name)
         started_at, clock = time.time(), time.perf_counter()
         row = functools.partial(
             invocation_row,
@@ -154,8 +155,10 @@ class PlatformToolHost:
             await journal.append(row(outcome=Outcome.DENIED, error_message=exc.message))
             raise JsonRpcError(SERVER_ERROR, exc.message) from None
         finished: Finished | None = None
+        policy = visible.confirmation(tool)
+        ctx = ToolContext(link, tool_name=tool.name, confirmation=policy, caller=caller_of(identity))
         try:
-            finished = await self._run(identity, tool, arguments, link)
+            finished = await self._run(identity, tool, arguments, link, ctx)
         except asyncio.CancelledError:  # interrupted after the cancellation grace period
             finished = Finished(None, Outcome.CANCELLED)
             raise
@@ -172,7 +175,10 @@ class PlatformToolHost:
             recorded = None
             if finished is not None and finished.outcome is not None:  # None: a worker ran it and records it
                 outcome = Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
-                recorded = row(outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock))
+                confirmation = ctx.confirmation_record.row_fields() if ctx.confirmation_record is not None else {}
+                recorded = row(
+                    outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock), **confirmation
+                )
             # One round trip before answering: the row is in the journal once the client has its answer.
             await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
@@ -185,20 +191,22 @@ class PlatformToolHost:
             journal.saw(recording, answers)
 
     @staticmethod
-    async def _run(principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink) -> Finished:
+    async def _run(
+        principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ctx: ToolContext
+    ) -> Finished:
         problem = argument_problem(tool, arguments)
         if problem is not None:
             return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
-        # Outcome None: a worker runs it from here and records it.
+        # Outcome None: a worker runs it from here (confirmation included) and records it.
+        confirmation = ctx.confirmation
         if tool.execution_mode == "background":
             if link.may_become_task:  # 2026-07-28 with the tasks extension: the server makes it a task
-                return Finished(await start_task(principal, tool, arguments, link), None)
-            return Finished(await call_in_background(principal, tool, arguments, link), None)
-        ctx = ToolContext(link, tool_name=tool.name)
+                return Finished(await start_task(principal, tool, arguments, link, confirmation), None)
+            return Finished(await call_in_background(principal, tool, arguments, link, confirmation), None)
         try:
             result = await execute(tool, arguments, ctx)
         except ContinueAsTask:  # it gathered its input inline and goes on as a task
-            return Finished(await start_task(principal, tool, arguments, link), None)
+            return Finished(await start_task(principal, tool, arguments, link, confirmation), None)
         return Finished(result, ctx.outcome, ctx.error_message)
 
     async def _take_slot(self, identity: Principal) -> bool:
@@ -212,7 +220,8 @@ class PlatformToolHost:
     async def create_task(
         self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
     ) -> dict[str, Any]:
-        tool = await self._tool(identity, name)
+        visible = await self._cache.visible(identity)
+        tool = visible.by_name.get(name)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(
@@ -239,7 +248,7 @@ class PlatformToolHost:
                 await limits.acquire(identity.tenant_id, per_minute=tenant.calls_per_minute, concurrent=None)
             except limits.LimitExceeded as exc:
                 raise JsonRpcError(SERVER_ERROR, exc.message) from None
-        return await create_task(identity, tool, arguments, link, ttl_ms)
+        return await create_task(identity, tool, arguments, link, ttl_ms, visible.confirmation(tool))
 
     async def get_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
         run = await sync_to_async(run_of)(identity, task_id)
@@ -297,6 +306,15 @@ class PlatformToolHost:
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return task_view(run)
+
+
+def caller_of(principal: Principal) -> Caller:
+    return Caller(
+        tenant_id=principal.tenant_id,
+        label=principal.label,
+        key_id=principal.key_id,
+        oauth_subject=principal.oauth_subject,
+    )
 
 
 def _auth_error(exc: AuthFailure) -> AuthError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.db import models
 
 from tenants.models import Tenant
@@ -55,6 +56,9 @@ class ToolRun(models.Model):
     request_id = models.JSONField(null=True)
     progress_token = models.JSONField(null=True)
     client_capabilities = models.JSONField(default=dict)
+    # The confirmation policy that applied to the caller when the call was made (rules can
+    # tighten the tool's per caller; the worker cannot tell the caller's rules apart).
+    confirmation = models.CharField(max_length=16, default="destructive")
     log_level = models.CharField(max_length=16, default="info")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.WORKING)
     status_message = models.TextField(blank=True)
@@ -84,3 +88,47 @@ class ToolRun(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status not in self.ACTIVE
+
+
+class Approval(models.Model):
+    """A call waiting for an operator of its tenant to approve or deny it (policy ``operator``).
+
+    The call holds on to it (on its stream, or as a task on a worker) until an operator
+    decides in the console or the tool's timeout ends the wait; the decision reaches the
+    waiting process through Redis, the row is what every process and the console read.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for an operator"
+        APPROVED = "approved", "Approved"
+        DENIED = "denied", "Denied"
+        EXPIRED = "expired", "No decision in time"
+
+    id = models.CharField(primary_key=True, max_length=32, default=new_run_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="approvals")
+    tool = models.ForeignKey(Tool, null=True, on_delete=models.SET_NULL, related_name="approvals")
+    tool_name = models.CharField(max_length=128)
+    tool_title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    arguments = models.JSONField(default=dict, help_text="With sensitive fields redacted.")
+    requested_by = models.CharField(max_length=150, help_text="The credential that made the call.")
+    # The person behind the credential (the key's creator, the OAuth user), who may not
+    # approve their own call; None when no account is known.
+    requester_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    run_id = models.CharField(max_length=32, blank=True, help_text="The background run or task that waits.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        indexes = [models.Index(fields=["tenant", "status", "-created_at"], name="approval_tenant_status")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} approval {self.id} ({self.status})"

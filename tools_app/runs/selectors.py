@@ -43,6 +43,21 @@ def stuck_runs() -> list[ToolRun]:
     return stuck
 
 
+def unconfirmed_runs(confirmation_key: str) -> list[ToolRun]:
+    """2026-07-28 tasks parked on the confirmation their policy asks for (under
+    ``confirmation_key``) whose tool's timeout has passed since they asked: the client holds
+    the question, so no process waits to give up on it."""
+    now = timezone.now()
+    parked = ToolRun.objects.filter(
+        status=ToolRun.Status.INPUT_REQUIRED, protocol_version__in=MODERN, input_requests__has_key=confirmation_key
+    )
+    return [
+        run
+        for run in parked.select_related("tool")
+        if run.updated_at + timedelta(seconds=run.tool.timeout_seconds if run.tool is not None else 0) < now
+    ]
+
+
 def task_view(run: ToolRun) -> dict[str, Any]:
     """The MCP Task object of a run (2025-11-25): its status, not its result."""
     task: dict[str, Any] = {

@@ -36,6 +36,7 @@ def run_create(
     client_capabilities: dict[str, Any],
     log_level: str,
     is_task: bool,
+    confirmation: str,
     protocol_version: str = "",
     input_responses: dict[str, Any] | None = None,
     ttl_ms: int | None = None,
@@ -58,6 +59,7 @@ def run_create(
         request_id=request_id,
         progress_token=progress_token,
         client_capabilities=client_capabilities,
+        confirmation=confirmation,
         log_level=log_level,
         protocol_version=protocol_version,
         input_responses=input_responses or {},
@@ -139,13 +141,15 @@ async def finish_and_signal(
     message: str = "",
     run: ToolRun | None = None,
     outcome: Outcome | None = None,
+    confirmation: dict[str, Any] | None = None,
 ) -> bool:
     """Record the outcome and, if this caller recorded it, deliver it and log the invocation.
     Returns whether it did.
 
     Pass ``run`` when the caller holds the row already; it saves reading it again.
     ``outcome`` is the invocation log's finer word for it (timed_out, error, …); by default
-    the status says it.
+    the status says it; ``confirmation`` what became of the confirmation the call needed
+    (the invocation row's confirmation fields).
     """
     if not await sync_to_async(run_finish)(run_id, status=status, result=result, error=error, message=message):
         return False
@@ -155,11 +159,11 @@ async def finish_and_signal(
         run.status, run.result, run.error, run.status_message = status, result, error, message
         run.updated_at = run.finished_at = timezone.now()
     await deliver_outcome(run)
-    await sync_to_async(record_run)(run, outcome or Outcome(status), message)
+    await sync_to_async(record_run)(run, outcome or Outcome(status), message, confirmation or {})
     return True
 
 
-def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
+def record_run(run: ToolRun, outcome: Outcome, message: str = "", confirmation: dict[str, Any] | None = None) -> None:
     """The invocation row of a background run or MCP task, once it ended. Its call id is the
     run's, so the run is recorded once however often its outcome is delivered."""
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
@@ -191,6 +195,7 @@ def record_run(run: ToolRun, outcome: Outcome, message: str = "") -> None:
             duration_ms=round((finished - began).total_seconds() * 1000, 3),
             run_id=run.id,
             is_task=run.is_task,
+            **(confirmation or {}),
         )
     )
 

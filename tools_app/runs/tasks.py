@@ -17,10 +17,14 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from audit.models import ConfirmationOutcome, Outcome
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs.approvals import approvals_purge_expired
+from tools_app.runs.confirmation import CONFIRMATION_KEY, unconfirmed_result
+from tools_app.runs.context import ConfirmationRecord
 from tools_app.runs.models import ToolRun
-from tools_app.runs.selectors import stuck_runs
+from tools_app.runs.selectors import stuck_runs, unconfirmed_runs
 from tools_app.runs.services import finish_and_signal
 from tools_app.runs.services import purge_expired_runs as purge
 from tools_app.runs.worker import WorkerState, run_in_worker
@@ -68,17 +72,34 @@ def execute_run(run_id: str) -> None:
 
 @shared_task(name="tools_app.tasks.purge_expired_runs")
 def purge_expired_runs() -> int:
-    return purge()
+    """Runs past their TTL, and operator approvals long over (``approvals_purge_expired``)."""
+    return purge() + approvals_purge_expired()
 
 
 @shared_task(name="tools_app.tasks.reap_stuck_runs")
 def reap_stuck_runs() -> int:
-    """Fail runs that outlived every limit (e.g. their worker machine vanished)."""
+    """Fail runs that outlived every limit (e.g. their worker machine vanished), and end
+    tasks whose confirmation nobody gave within their tool's timeout."""
     reaped = 0
     for run in stuck_runs():
         text = f"Tool '{run.tool_name}' did not finish: no worker completed it in time. It was not retried."
         if async_to_sync(finish_and_signal)(
             run.id, status=ToolRun.Status.FAILED, result=error_result(text), message=text
+        ):
+            reaped += 1
+    for run in unconfirmed_runs(CONFIRMATION_KEY):
+        record = ConfirmationRecord(ConfirmationOutcome.TIMED_OUT)
+        timeout = run.tool.timeout_seconds if run.tool is not None else 0
+        name = (run.tool.title if run.tool is not None else "") or run.tool_name
+        result = unconfirmed_result(name, record, timeout)
+        # A tool error, as when the worker ends the call: the 2026-07-28 task completes with it.
+        if async_to_sync(finish_and_signal)(
+            run.id,
+            status=ToolRun.Status.COMPLETED,
+            result=result,
+            message=result["content"][0]["text"],
+            outcome=Outcome.NOT_CONFIRMED,
+            confirmation=record.row_fields(),
         ):
             reaped += 1
     return reaped

@@ -95,7 +95,8 @@ async def _run(spec: ToolSpec, arguments: dict[str, Any]) -> TrialOutcome:
     if problem is not None:
         result = problem
     else:
-        result = await execute(spec, arguments, ToolContext(link, tool_name=spec.name))
+        # The operator who starts a test call is the person confirming it.
+        result = await execute(spec, arguments, ToolContext(link, tool_name=spec.name, confirmation="none"))
     duration_ms = (time.perf_counter() - started) * 1000
     notifications = list(link.notifications)
     if link.dropped:

@@ -27,7 +27,7 @@ from mcp_platform.mcp.stateless import missing_capability
 from mcp_platform.mcp.versions import MODERN
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs.context import ToolContext
+from tools_app.runs.context import Caller, ToolContext
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import execute
 from tools_app.runs.models import ToolRun
@@ -100,8 +100,19 @@ async def run_in_worker(run: ToolRun, tool: ToolSpec) -> None:
         await link.stop()
 
 
+def caller_of(run: ToolRun) -> Caller:
+    key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
+    return Caller(
+        tenant_id=run.tenant_id,
+        label=run.credential_label,
+        key_id=key_id,
+        oauth_subject=run.oauth_subject,
+        run_id=run.id,
+    )
+
+
 async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
-    ctx = ToolContext(link, tool_name=tool.name)
+    ctx = ToolContext(link, tool_name=tool.name, confirmation=run.confirmation, caller=caller_of(run))
     work = asyncio.ensure_future(execute(tool, run.arguments, ctx))
     cancelled = asyncio.ensure_future(link.cancelled.wait())
     await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
@@ -111,7 +122,7 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
         try:
             result = work.result()
         except InputRequired:
-            await _ask_client(run, link)
+            await _ask_client(run, link, ctx)
             return
         except MissingClientCapability as exc:
             await _fail(run, missing_capability(exc.capability), Outcome.DENIED)
@@ -130,6 +141,7 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
             message=ctx.error_message,
             run=run,
             outcome=ctx.outcome,
+            confirmation=_confirmation_fields(ctx),
         )
         if not ctx.handler_returned.is_set():
             # execute() gave up at the timeout; the handler was told (its task cancelled) but
@@ -141,7 +153,11 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
     await _stop_or_kill(ctx, grace, reason="cancelled", work=work)
 
 
-async def _ask_client(run: ToolRun, link: RelayCallLink) -> None:
+def _confirmation_fields(ctx: ToolContext) -> dict[str, Any]:
+    return ctx.confirmation_record.row_fields() if ctx.confirmation_record is not None else {}
+
+
+async def _ask_client(run: ToolRun, link: RelayCallLink, ctx: ToolContext) -> None:
     """The handler needs the client's input (2026-07-28). A task waits for it, holding no
     worker: tasks/get shows the requests, tasks/update's answers queue the run again. A
     plain call ends its round: the ASGI side turns this result into input_required."""
@@ -152,7 +168,12 @@ async def _ask_client(run: ToolRun, link: RelayCallLink) -> None:
         return
     result = {"resultType": "input_required", "inputRequests": pending, "content": []}
     await finish_and_signal(
-        run.id, status=ToolRun.Status.COMPLETED, result=result, run=run, outcome=Outcome.INPUT_REQUIRED
+        run.id,
+        status=ToolRun.Status.COMPLETED,
+        result=result,
+        run=run,
+        outcome=Outcome.INPUT_REQUIRED,
+        confirmation=_confirmation_fields(ctx),
     )
 
 

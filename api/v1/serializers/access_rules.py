@@ -79,6 +79,7 @@ class AccessRuleSerializer(serializers.ModelSerializer):
             "oauth_subjects",
             "oauth_groups",
             "scopes",
+            "confirmation",
             "note",
             "created_at",
             "updated_at",

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from audit.models import AuditEvent, Invocation
+from audit.models import AuditEvent, ConfirmationOutcome, Invocation
 
 
 class InvocationSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     arguments = serializers.JSONField(help_text="The call's arguments, sensitive fields redacted.")
+    confirmation = serializers.CharField(
+        read_only=True,
+        help_text="What became of the confirmation the call needed: asked, granted, declined, cancelled, "
+        "timed_out or refused; empty when it needed none.",
+    )
 
     class Meta:
         model = Invocation
@@ -35,6 +40,9 @@ class InvocationSerializer(serializers.ModelSerializer):
             "arguments",
             "run_id",
             "is_task",
+            "confirmation",
+            "confirmed_by",
+            "confirmed_at",
             "started_at",
             "finished_at",
         ]
@@ -98,6 +106,11 @@ class InvocationFilter(_TimeWindowFilter, _OAuthFilter):
     )
     session = serializers.CharField(required=False, max_length=128, help_text="Only calls of this MCP session.")
     run = serializers.CharField(required=False, max_length=32, help_text="Only this background run or MCP task.")
+    confirmation = serializers.ChoiceField(
+        required=False,
+        choices=ConfirmationOutcome.choices,
+        help_text="Only calls whose confirmation ended so: asked, granted, declined, cancelled, timed_out, refused.",
+    )
 
 
 class AuditEventFilter(_TimeWindowFilter, _OAuthFilter):

@@ -32,6 +32,7 @@ TOOL_FIELDS = [
     "execution_mode",
     "task_support",
     "timeout_seconds",
+    "confirmation",
     "enabled",
 ]
 

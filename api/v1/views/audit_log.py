@@ -63,6 +63,7 @@ class InvocationViewSet(_AuditLogViewSet):
             protocol_version=filters.get("revision"),
             oauth_subject=filters.get("oauth_subject"),
             oauth_client=filters.get("oauth_client"),
+            confirmation=filters.get("confirmation"),
         )
 
 
