@@ -34,6 +34,7 @@ demo = Tenant.objects.get(slug="demo")
 for name, mode in (("noop_inline", "inline"), ("noop_background", "background")):
     Tool.objects.update_or_create(tenant=None, name=name, defaults=dict(
         description="benchmark no-op", input_schema={"type": "object"}, backend_config={"handler": "demo.echo"},
+        read_only_hint=True,
         execution_mode=mode, tags=["bench"]))
 AccessRule.objects.get_or_create(tool=None, tool_pattern="tag:bench", tenant=demo, effect="allow")
 """
