@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 import redis
 
-from bench.echo_bench import ROOT, free_port, prepare, start
+from bench.echo_bench import ROOT, free_port, prepare, production_settings, start
 
 MODERN = "2026-07-28"
 META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
@@ -155,7 +155,7 @@ def main() -> None:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DEBUG": "1",  # the development keys (a throw-away deployment); faults answer the same
+        **production_settings(),
         "DATABASE_URL": f"sqlite:///{tmp / 'soak.sqlite3'}",
         "REDIS_URL": f"redis://127.0.0.1:{private.port}/0",
         "CHANNEL_LAYER_PREFIX": "toolbay-soak:asgi",
