@@ -33,7 +33,7 @@ from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
-from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
+from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import (
     STREAM_LOCK_SECONDS,
     StandaloneStream,
@@ -164,13 +164,15 @@ class StreamableHttp:
         except HttpProblem as problem:
             if not responder.started:
                 await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
+        except RequestFailed as failed:
+            await self._fault(failed.__cause__ or failed, responder, failed.request_id)
         except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
-            await self._fault(exc, responder)
+            await self._fault(exc, responder, None)
 
-    async def _fault(self, exc: Exception, responder: Responder) -> None:
+    async def _fault(self, exc: BaseException, responder: Responder, request_id: jsonrpc.RequestId | None) -> None:
         """A 503 with Retry-After when Redis or the database did not answer, else a -32603;
-        both as JSON-RPC errors. A stream already under way can only be ended: its client
-        resumes it (Last-Event-ID) or asks again."""
+        both as JSON-RPC errors, with the request's id once it was read. A stream already
+        under way can only be ended: its client resumes it (Last-Event-ID) or asks again."""
         if self.config.is_unavailable(exc):
             log.warning("MCP request failed, a dependency is unavailable: %s", exc)
             status, error = 503, JsonRpcError(SERVER_ERROR, "Service unavailable: retry later")
@@ -181,7 +183,7 @@ class StreamableHttp:
         if responder.started:
             await responder.end()
         else:
-            await responder.json(status, jsonrpc.error(None, error), headers)
+            await responder.json(status, jsonrpc.error(request_id, error), headers)
 
     # --- checks shared by every method -----------------------------------------------
 
@@ -306,6 +308,8 @@ class StreamableHttp:
             try:
                 # A client that goes away does not cancel the call: its result is stored for resumption.
                 await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+            except Exception as exc:
+                raise RequestFailed(message.id) from exc
             finally:
                 stream.stop()
 
