@@ -12,8 +12,10 @@ hogs.
   ``Retry-After`` before it reaches the application.
 
 Both guard this process's own sockets and tasks, so they are counted in its memory.
-Behind a reverse proxy every request comes from the proxy's address: the per-address cap
-belongs in the proxy there (``deploy/nginx.conf``: ``limit_conn``, ``client_body_timeout``).
+Behind a reverse proxy the address is the client's only when uvicorn runs with
+``--proxy-headers`` (as ``deploy/`` does: ``X-Forwarded-For`` from ``FORWARDED_ALLOW_IPS``);
+the proxy enforces its own equivalents first (``deploy/nginx.conf``: ``limit_conn``,
+``client_body_timeout``).
 Answers are JSON: a JSON-RPC error under ``/mcp/``, ``{"detail": …}`` elsewhere.
 """
 

@@ -193,7 +193,7 @@ TOOLBAY_TEST_CALL_TIMEOUT_SECONDS = env_float("TOOLBAY_TEST_CALL_TIMEOUT_SECONDS
 # and its connection closed (a client sending a byte a second holds nothing for long).
 TOOLBAY_BODY_READ_TIMEOUT_SECONDS = env_float("TOOLBAY_BODY_READ_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 # Requests one client address may have open at once in one process (429 past it); 0: no
-# cap. Behind a reverse proxy every request comes from the proxy: cap there (deploy/).
+# cap. Behind a reverse proxy, uvicorn's --proxy-headers makes it the client's address.
 TOOLBAY_MAX_CONNECTIONS_PER_CLIENT = env_int("TOOLBAY_MAX_CONNECTIONS_PER_CLIENT", 256, minimum=0)
 # Retry-After of the 503 answered while Redis or the database does not answer.
 TOOLBAY_RETRY_AFTER_SECONDS = env_int("TOOLBAY_RETRY_AFTER_SECONDS", 2, minimum=1)
@@ -217,7 +217,7 @@ MCP_MAX_BATCH_REQUESTS = env_int("MCP_MAX_BATCH_REQUESTS", 100, minimum=1)
 # Fair shares of a process: requests of one batch running at once, and requests (a batch
 # counts once) one session may have running in one process (429 past it).
 MCP_BATCH_CONCURRENCY = env_int("MCP_BATCH_CONCURRENCY", 8, minimum=1)
-MCP_SESSION_MAX_IN_FLIGHT = env_int("MCP_SESSION_MAX_IN_FLIGHT", 16, minimum=1)
+MCP_SESSION_MAX_IN_FLIGHT = env_int("MCP_SESSION_MAX_IN_FLIGHT", 32, minimum=1)
 # Page size of tools/list.
 MCP_PAGE_SIZE = env_int("MCP_PAGE_SIZE", 100, minimum=1)
 # Upper bound on how long a handler waits for the client to answer elicitation/sampling.
