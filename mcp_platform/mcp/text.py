@@ -38,6 +38,18 @@ def _map(value: Any, escape_nul: bool) -> Any:
     return value
 
 
+def unstorable(value: Any) -> bool:
+    """Whether some string or key of ``value`` holds a NUL or a lone surrogate: what an
+    admin configures is refused with that, since it would not read back as written."""
+    if isinstance(value, str):
+        return "\x00" in value or _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(unstorable(key) or unstorable(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(unstorable(item) for item in value)
+    return False
+
+
 def encodable(value: Any) -> Any:
     """``value`` with lone surrogates replaced by U+FFFD in every string and key."""
     return _map(value, escape_nul=False)

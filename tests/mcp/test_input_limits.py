@@ -12,7 +12,7 @@ from mcp_platform.faults import is_unavailable
 from mcp_platform.mcp import jsonrpc
 from mcp_platform.mcp.jsonrpc import JsonRpcError
 from mcp_platform.mcp.limits import InFlight, InputLimits
-from mcp_platform.mcp.text import encodable, storable
+from mcp_platform.mcp.text import encodable, storable, unstorable
 
 LIMITS = InputLimits(
     max_depth=4, max_string_chars=300, max_batch_requests=3, batch_concurrency=2, session_max_in_flight=2
@@ -85,3 +85,9 @@ def test_unavailability_is_recognised_through_the_cause_chain():
         assert is_unavailable(wrapped)
     assert not is_unavailable(ValueError("a bug"))
     assert not is_unavailable(redis.ResponseError("WRONGTYPE"))
+
+
+def test_unstorable_finds_nul_and_lone_surrogates_anywhere():
+    assert not unstorable({"a": ["b", 1, {"c": None}]})
+    assert unstorable({"a": ["b", {"c": "x\x00"}]})
+    assert unstorable({"k\ud800": 1})
