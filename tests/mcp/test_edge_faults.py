@@ -17,7 +17,7 @@ from mcp_platform.asgi import application
 from mcp_platform.mcp.engine import Engine
 from mcp_platform.mcp.stateless import StatelessEngine
 from tenants import auth
-from tests.mcp.wire import INIT_PARAMS, headers, note, rpc
+from tests.mcp.wire import INIT_PARAMS, headers, note, parse_sse, rpc
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -74,3 +74,22 @@ async def test_a_fault_under_a_method_is_answered_with_the_request_id(key, monke
         assert body["id"] == request_id and body["error"]["code"] == code
         if status == 503:
             assert response.headers["retry-after"] == "2"
+
+
+async def test_a_fault_in_a_stream_under_way_ends_it_with_the_error(key, monkeypatch):
+    async def progress_then_fail(self: Any, session: Any, identity: Any, message: Any, stream: Any) -> Any:
+        await stream.send(note("notifications/progress", {"progressToken": 1, "progress": 1}))
+        raise redis.ConnectionError("Redis went away mid-stream")
+
+    monkeypatch.setattr(Engine, "handle_request", progress_then_fail)
+    transport = httpx.ASGITransport(app=application, client=("127.0.0.1", 40000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        response = await _legacy(http, key, "streamed-9")
+    assert response.headers["content-type"].startswith("text/event-stream")
+    messages = [event.message for event in parse_sse(response.text.split("\n")) if event.message]
+    assert messages[0]["method"] == "notifications/progress"
+    assert messages[-1] == {
+        "jsonrpc": "2.0",
+        "id": "streamed-9",
+        "error": {"code": -32000, "message": "Service unavailable: retry later"},
+    }

@@ -172,7 +172,7 @@ class StreamableHttp:
     async def _fault(self, exc: BaseException, responder: Responder, request_id: jsonrpc.RequestId | None) -> None:
         """A 503 with Retry-After when Redis or the database did not answer, else a -32603;
         both as JSON-RPC errors, with the request's id once it was read. A stream already
-        under way can only be ended: its client resumes it (Last-Event-ID) or asks again."""
+        under way (only streams are sent in parts) gets the error as its last event."""
         if self.config.is_unavailable(exc):
             log.warning("MCP request failed, a dependency is unavailable: %s", exc)
             status, error = 503, JsonRpcError(SERVER_ERROR, "Service unavailable: retry later")
@@ -180,9 +180,9 @@ class StreamableHttp:
         else:
             log.exception("internal error in the MCP transport")
             status, error, headers = 500, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"), []
-        if responder.started:
-            await responder.end()
-        else:
+        if responder.open:
+            await responder.end(sse.event(jsonrpc.dumps(jsonrpc.error(request_id, error))))
+        elif not responder.started:
             await responder.json(status, jsonrpc.error(request_id, error), headers)
 
     # --- checks shared by every method -----------------------------------------------
