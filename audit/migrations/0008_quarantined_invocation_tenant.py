@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('audit', '0006_oauth_subject_and_client'),
+        ('audit', '0007_invocation_confirmation'),
     ]
 
     operations = [
