@@ -56,6 +56,7 @@ def edge_key(live_world: Any, django_db_blocker: Any) -> Iterator[str]:
             input_schema={"type": "object"},
             backend_config={"handler": "testing.unencodable"},
             tags=["edge-unencodable"],
+            read_only_hint=True,  # harmless: runs without asking for confirmation
         )
         tool.full_clean()
         tool.save()
