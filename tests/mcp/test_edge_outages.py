@@ -117,6 +117,9 @@ def test_redis_killed_and_restarted_under_load(private_redis, live_world, tmp_pa
         wait_for(lambda: load.count("up", 200) >= 20, message="calls to succeed before the outage")
         load.phase = "killing"
         private_redis.kill()
+        # "down" starts once the server has answered one 503: a reply Redis sent just before
+        # it died may still complete a request that was under way at the kill.
+        wait_for(lambda: load.count("killing", 503) >= 1, message="the server to notice Redis is gone")
         load.phase = "down"
         wait_for(lambda: load.count("down", 503) >= 20, message="503s while Redis is down")
         load.phase = "restarting"
