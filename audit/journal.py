@@ -18,7 +18,6 @@ pipeline) and, past ``AUDIT_JOURNAL_MAX_ROWS``, drops new rows instead, counting
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
@@ -31,6 +30,7 @@ from django.conf import settings
 
 from audit.models import MAX_TARGET_LENGTH
 from audit.redaction import redact_arguments
+from mcp_platform.mcp.text import storable
 from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
 from mcp_platform.redis_batch import Command
 from mcp_platform.redis_clients import command_batch, sync_redis
@@ -110,13 +110,16 @@ def invocation_row(
 
 
 def encode(row: dict[str, Any]) -> bytes:
-    """UTF-8 JSON (orjson: cheap on the call path). Text that is not valid Unicode (a lone
-    surrogate) cannot be UTF-8: such a row goes as ASCII JSON with escapes instead, and the
-    writer quarantines whatever the database cannot store."""
+    """UTF-8 JSON (orjson: cheap on the call path) the database can store: NUL escaped and
+    lone surrogates replaced (``mcp_platform.mcp.text``). orjson writes a NUL as ``\\u0000``
+    and refuses a lone surrogate, so only such rows pay for the rewrite."""
     try:
-        return orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS)
-    except TypeError:
-        return json.dumps(row, separators=(",", ":")).encode()
+        encoded = orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # a lone surrogate
+        return orjson.dumps(storable(row), option=orjson.OPT_NON_STR_KEYS)
+    if b"\\u0000" in encoded:
+        return orjson.dumps(storable(row), option=orjson.OPT_NON_STR_KEYS)
+    return encoded
 
 
 @dataclass

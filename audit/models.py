@@ -135,16 +135,20 @@ class QuarantinedInvocation(models.Model):
 
     The audit writer never lets one bad row hold up the others: a batch that fails is
     written row by row, and a row that still fails lands here. Operators see these in the
-    admin and the console; the payload is ASCII JSON, so it can always be stored.
+    admin and the console (``/console/quarantine/``, scoped by the row's tenant) and count
+    them in ``/metrics``; the payload is stored as text the database can hold.
     """
 
     journal_id = models.CharField(max_length=40, help_text="The row's entry id in the Redis journal.")
+    # Not a foreign key: a row whose tenant was deleted meanwhile is one reason to be here.
+    tenant_id = models.BigIntegerField(null=True, blank=True, help_text="The row's tenant, when it could be read.")
     payload = models.TextField()
     error = models.TextField()
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["tenant_id", "-created_at"], name="audit_quarantine_tenant_idx")]
 
     def __str__(self) -> str:
         return f"quarantined invocation {self.journal_id}: {self.error[:80]}"

@@ -33,6 +33,7 @@ from psycopg.types.json import Jsonb
 
 from audit.journal import JOURNAL_KEY, ROW_FIELD
 from audit.models import Invocation, QuarantinedInvocation
+from mcp_platform.mcp.text import storable
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
             row = json.loads(raw)  # ASCII rows with escapes orjson refuses (lone surrogates)
         if not isinstance(row, dict):
             raise ValueError("not an invocation row")
+        if b"\\u0000" in raw:  # from a process older than the journal's own escaping
+            row = storable(row)
         for column, value in LATER_COLUMNS.items():
             row.setdefault(column, value)
         if not all(column in row for column in COLUMNS):
@@ -106,6 +109,11 @@ def _decode(journal_id: bytes, fields: dict[bytes, bytes]) -> Entry:
     except ValueError as exc:
         return Entry(journal_id.decode(), raw, None, f"undecodable journal entry: {exc}")
     return Entry(journal_id.decode(), raw, row)
+
+
+def _tenant_of(entry: Entry) -> int | None:
+    tenant_id = entry.row.get("tenant_id") if entry.row is not None else None
+    return tenant_id if isinstance(tenant_id, int) and not isinstance(tenant_id, bool) else None
 
 
 def _when(seconds: float) -> datetime:
@@ -193,8 +201,9 @@ def write_entries(entries: Sequence[Entry], insert: Callable[[Sequence[dict[str,
         QuarantinedInvocation.objects.bulk_create(
             QuarantinedInvocation(
                 journal_id=entry.journal_id,
-                payload=entry.raw.decode("utf-8", errors="backslashreplace").replace("\x00", "\\x00"),
-                error=entry.problem[:4000],
+                tenant_id=_tenant_of(entry),
+                payload=storable(entry.raw.decode("utf-8", errors="backslashreplace")),
+                error=storable(entry.problem[:4000]),
             )
             for entry in bad
         )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from audit.models import AuditEvent, Invocation
+from audit.models import AuditEvent, Invocation, QuarantinedInvocation
 from tenants.models import ApiKey, Tenant
 from tenants.scope import Role, TenantScope
 from tenants.selectors import tenants_in
@@ -48,6 +48,13 @@ def _operated(scope: TenantScope) -> Q:
 
 def invocations(scope: TenantScope) -> QuerySet[Invocation]:
     return Invocation.objects.filter(_operated(scope))
+
+
+def quarantined_invocations(scope: TenantScope) -> QuerySet[QuarantinedInvocation]:
+    """Rows the audit writer could not store: a tenant's to its operators; those whose
+    tenant could not be read, to superusers only."""
+    rows = QuarantinedInvocation.objects.all()
+    return rows if scope.platform else rows.filter(tenant_id__in=operated_tenant_ids(scope))
 
 
 def audit_events(scope: TenantScope) -> QuerySet[AuditEvent]:

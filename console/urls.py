@@ -14,6 +14,7 @@ urlpatterns = [
     path("invocations/", views.invocation_list, name="invocations"),
     path("invocations/<int:pk>/", views.invocation_detail, name="invocation"),
     re_path(r"^invocations/export\.(?P<kind>csv|json)$", views.invocation_export, name="invocations-export"),
+    path("quarantine/", views.quarantine_list, name="quarantine"),
     path("changes/", views.change_list, name="changes"),
     path("changes/<int:pk>/", views.change_detail, name="change"),
     re_path(r"^changes/export\.(?P<kind>csv|json)$", views.change_export, name="changes-export"),

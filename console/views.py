@@ -31,6 +31,7 @@ from console.access import (
     may_use_console,
     operated_tenant_ids,
     operated_tenants,
+    quarantined_invocations,
     slug_finder,
 )
 from console.exports import AUDIT_EVENTS, INVOCATIONS, export_response
@@ -175,6 +176,18 @@ def invocation_export(request: HttpRequest, scope: TenantScope, kind: str) -> Ht
     rows = form.apply(invocations(scope))
     slug_of = slug_finder(tenants)
     return export_response(request, INVOCATIONS, rows, kind=kind, slug_of=slug_of, label=_label(form))
+
+
+@operator_view
+def quarantine_list(request: HttpRequest, scope: TenantScope) -> HttpResponse:
+    """Invocation rows the audit writer quarantined (the database refused them), newest first."""
+    context = _context(
+        request, scope, "quarantine", **_page_context(request, quarantined_invocations(scope), "created_at")
+    )
+    slug_of = slug_finder(operated_tenants(scope))
+    for row in context["rows"]:
+        row.tenant_slug = slug_of(row.tenant_id)
+    return TemplateResponse(request, "console/quarantine.html", context)
 
 
 @operator_view

@@ -3,26 +3,36 @@
 The MCP path gets no Django middleware (no CSRF, no APPEND_SLASH redirect, no session
 lookup) and no per-request routing objects: one compiled pattern decides. There is no
 protocol router either: only HTTP is served (Channels is the layer between processes), and
-every frame on the way stays alive for as long as an open stream does.
+every frame on the way stays alive for as long as an open stream does. In front of both,
+``mcp_platform.edge`` times out slow bodies and caps requests per client address.
 """
 
 import os
 import re
 from typing import Any
 
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 django_asgi_app = get_asgi_application()
 
+from mcp_platform.edge import EdgeGuard  # noqa: E402
 from mcp_platform.endpoint import mcp_endpoint  # noqa: E402
 
 MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
 
 
-async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
     match = MCP_PATH.match(scope["path"]) if scope["type"] == "http" else None
     if match is not None:
         await mcp_endpoint(scope, receive, send, tenant=match.group(1))
     else:
         await django_asgi_app(scope, receive, send)  # Django refuses what is not HTTP
+
+
+application = EdgeGuard(
+    route,
+    body_timeout_seconds=settings.TOOLBAY_BODY_READ_TIMEOUT_SECONDS,
+    max_per_client=settings.TOOLBAY_MAX_CONNECTIONS_PER_CLIENT,
+)

@@ -18,10 +18,12 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcp_platform.faults import is_unavailable
 from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
 from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.limits import InputLimits
 from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.sessions import SessionStore
 from mcp_platform.mcp.stateless import StatelessConfig, StatelessEngine
@@ -58,6 +60,7 @@ def build_transport() -> StreamableHttp:
             page_size=settings.MCP_PAGE_SIZE,
             client_request_timeout=settings.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS,
             cancel_grace=settings.MCP_CANCEL_GRACE_SECONDS,
+            is_unavailable=is_unavailable,
         ),
     )
     stateless = StatelessEngine(
@@ -70,6 +73,7 @@ def build_transport() -> StreamableHttp:
             page_size=settings.MCP_PAGE_SIZE,
             cancel_grace=settings.MCP_CANCEL_GRACE_SECONDS,
             cache_ttl_ms=settings.MCP_CACHE_TTL_MS,
+            is_unavailable=is_unavailable,
         ),
     )
     return StreamableHttp(
@@ -82,6 +86,15 @@ def build_transport() -> StreamableHttp:
             trust_forwarded_host=settings.MCP_TRUST_FORWARDED_HOST,
             max_body_bytes=settings.MCP_MAX_BODY_BYTES,
             keepalive_seconds=settings.MCP_SSE_KEEPALIVE_SECONDS,
+            limits=InputLimits(
+                max_depth=settings.MCP_MAX_JSON_DEPTH,
+                max_string_chars=settings.MCP_MAX_STRING_CHARS,
+                max_batch_requests=settings.MCP_MAX_BATCH_REQUESTS,
+                batch_concurrency=settings.MCP_BATCH_CONCURRENCY,
+                session_max_in_flight=settings.MCP_SESSION_MAX_IN_FLIGHT,
+            ),
+            is_unavailable=is_unavailable,
+            retry_after_seconds=settings.TOOLBAY_RETRY_AFTER_SECONDS,
         ),
     )
 

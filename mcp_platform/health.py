@@ -24,8 +24,9 @@ from prometheus_client import REGISTRY
 from prometheus_client.exposition import choose_encoder
 
 from audit.journal import JOURNAL_KEY
+from audit.models import QuarantinedInvocation
 from mcp_platform.endpoint import streams_held
-from mcp_platform.metrics import AUDIT_BACKLOG, OPEN_STREAMS, QUEUE_LENGTH
+from mcp_platform.metrics import AUDIT_BACKLOG, AUDIT_QUARANTINED, OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,11 @@ async def metrics(request: HttpRequest) -> HttpResponse:
         AUDIT_BACKLOG.set(await asyncio.wait_for(async_redis().xlen(JOURNAL_KEY), PROBE_TIMEOUT_SECONDS))
     except Exception as exc:
         log.warning("metrics: could not read the audit journal's length: %s", exc)
+    try:
+        # Deployment-wide and durable (the writers run in other processes): the table's size.
+        AUDIT_QUARANTINED.set(await QuarantinedInvocation.objects.acount())
+    except Exception as exc:
+        log.warning("metrics: could not count the quarantined invocation rows: %s", exc)
     encoder, content_type = choose_encoder(request.headers.get("Accept", ""))  # text 0.0.4 or OpenMetrics
     body = await sync_to_async(encoder)(REGISTRY)  # tenant slugs come from the database
     return HttpResponse(body, content_type=content_type)

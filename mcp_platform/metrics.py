@@ -45,6 +45,10 @@ QUEUE_LENGTH = Gauge("toolbay_celery_queue_length", "Messages waiting in a Celer
 AUDIT_BACKLOG = Gauge(
     "toolbay_audit_backlog_rows", "Invocation rows in the audit journal not yet written to the database."
 )
+AUDIT_QUARANTINED = Gauge(
+    "toolbay_audit_quarantined_rows",
+    "Invocation rows the audit writers quarantined because the database refused them (all processes).",
+)
 
 
 class CallStats:

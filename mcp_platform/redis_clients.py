@@ -2,6 +2,14 @@
 
 An asyncio Redis client is bound to the loop that created it, and tests (and some
 servers) run several loops over a process's life, so async clients are kept per loop.
+
+Both pools *wait* for a free connection (``REDIS_POOL_TIMEOUT_SECONDS``, then a
+``ConnectionError`` that the edge answers with 503) instead of failing at once when
+``REDIS_MAX_CONNECTIONS`` are in use: a burst from one client queues rather than turning
+other clients' requests into errors. A command that meets a dead pooled connection (Redis
+restarted since it was opened) is retried once, at once, on a fresh connection, so the
+first request after Redis is back does not fail; while Redis is down, requests fail fast
+(its port refuses the connection) instead of backing off for seconds.
 """
 
 from __future__ import annotations
@@ -12,7 +20,10 @@ import weakref
 import redis
 import redis.asyncio as aioredis
 from django.conf import settings
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
 from redis.driver_info import DriverInfo
+from redis.retry import Retry
 
 from mcp_platform.redis_batch import CommandBatch
 
@@ -23,6 +34,7 @@ DRIVER = DriverInfo(lib_version=redis.__version__)
 # (XREAD BLOCK, channels-redis's BZPOPMIN) wait: they would race. Blocking calls wait at
 # most 5 s, so 30 s only fires for a Redis that really stopped answering.
 SOCKET_TIMEOUT_SECONDS = 30
+RETRIES = 1
 
 _sync_client: redis.Redis | None = None
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aioredis.Redis] = weakref.WeakKeyDictionary()
@@ -32,13 +44,17 @@ _batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CommandBatch] = w
 def sync_redis() -> redis.Redis:
     global _sync_client
     if _sync_client is None:
-        _sync_client = redis.Redis.from_url(
+        pool = redis.BlockingConnectionPool.from_url(
             settings.REDIS_URL,
+            max_connections=settings.REDIS_MAX_CONNECTIONS,
+            timeout=settings.REDIS_POOL_TIMEOUT_SECONDS,
             socket_connect_timeout=5,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
             driver_info=DRIVER,
+            retry=Retry(NoBackoff(), RETRIES),
         )
+        _sync_client = redis.Redis(connection_pool=pool)
     return _sync_client
 
 
@@ -46,14 +62,17 @@ def async_redis() -> aioredis.Redis:
     loop = asyncio.get_running_loop()
     client = _async_clients.get(loop)
     if client is None:
-        client = aioredis.Redis.from_url(
+        pool = aioredis.BlockingConnectionPool.from_url(
             settings.REDIS_URL,
+            max_connections=settings.REDIS_MAX_CONNECTIONS,
+            timeout=settings.REDIS_POOL_TIMEOUT_SECONDS,
             socket_connect_timeout=5,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=30,
-            max_connections=1000,
             driver_info=DRIVER,
+            retry=AsyncRetry(NoBackoff(), RETRIES),
         )
+        client = aioredis.Redis(connection_pool=pool)
         _async_clients[loop] = client
     return client
 

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "mcp_platform.logs.RequestIdMiddleware",
+    "mcp_platform.faults.UnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -157,6 +158,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "api.pagination.IdCursorPagination",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "api.exceptions.exception_handler",
+    # JSON strictly (no lone surrogates, no NaN: api/parsers.py); forms for the browsable admin.
+    "DEFAULT_PARSER_CLASSES": [
+        "api.parsers.StrictJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 
@@ -181,6 +188,20 @@ SPECTACULAR_SETTINGS = {
 # Test calls through the REST API run in the web process, so they get at most this long.
 TOOLBAY_TEST_CALL_TIMEOUT_SECONDS = env_float("TOOLBAY_TEST_CALL_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 
+# --- The edge: slow clients, outages, shared pools -----------------------------------
+# A request whose body has not fully arrived this long after its headers is answered 408
+# and its connection closed (a client sending a byte a second holds nothing for long).
+TOOLBAY_BODY_READ_TIMEOUT_SECONDS = env_float("TOOLBAY_BODY_READ_TIMEOUT_SECONDS", 30.0, minimum=0.1)
+# Requests one client address may have open at once in one process (429 past it); 0: no
+# cap. Behind a reverse proxy, uvicorn's --proxy-headers makes it the client's address.
+TOOLBAY_MAX_CONNECTIONS_PER_CLIENT = env_int("TOOLBAY_MAX_CONNECTIONS_PER_CLIENT", 256, minimum=0)
+# Retry-After of the 503 answered while Redis or the database does not answer.
+TOOLBAY_RETRY_AFTER_SECONDS = env_int("TOOLBAY_RETRY_AFTER_SECONDS", 2, minimum=1)
+# redis-py pools (per process, per event loop): connections at most, and how long a request
+# waits for a free one before it is a 503.
+REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 200, minimum=2)
+REDIS_POOL_TIMEOUT_SECONDS = env_float("REDIS_POOL_TIMEOUT_SECONDS", 5.0, minimum=0.1)
+
 # --- MCP endpoint -------------------------------------------------------------------
 # Idle time after which an MCP session is forgotten (sliding; every request renews it).
 MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=10)
@@ -188,6 +209,15 @@ MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=10)
 MCP_EVENT_TTL_SECONDS = env_int("MCP_EVENT_TTL_SECONDS", 600, minimum=10)
 # Largest accepted JSON-RPC request body.
 MCP_MAX_BODY_BYTES = env_int("MCP_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Input hygiene, checked before any work (400 with -32600): nesting depth of the JSON,
+# longest string or key, messages per batch (2025-03-26 sessions).
+MCP_MAX_JSON_DEPTH = env_int("MCP_MAX_JSON_DEPTH", 64, minimum=4)
+MCP_MAX_STRING_CHARS = env_int("MCP_MAX_STRING_CHARS", 1024 * 1024, minimum=256)
+MCP_MAX_BATCH_REQUESTS = env_int("MCP_MAX_BATCH_REQUESTS", 100, minimum=1)
+# Fair shares of a process: requests of one batch running at once, and requests (a batch
+# counts once) one session may have running in one process (429 past it).
+MCP_BATCH_CONCURRENCY = env_int("MCP_BATCH_CONCURRENCY", 8, minimum=1)
+MCP_SESSION_MAX_IN_FLIGHT = env_int("MCP_SESSION_MAX_IN_FLIGHT", 32, minimum=1)
 # Page size of tools/list.
 MCP_PAGE_SIZE = env_int("MCP_PAGE_SIZE", 100, minimum=1)
 # Upper bound on how long a handler waits for the client to answer elicitation/sampling.

@@ -13,6 +13,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+# A dependency that did not answer is a 503 with Retry-After, never a bare 500 (faults.py).
+handler500 = "mcp_platform.faults.server_error"
+
 urlpatterns = [
     path("admin/live-sessions/", admin.site.admin_view(live_sessions), name="operator-live-sessions"),
     path("admin/", admin.site.urls),

@@ -38,6 +38,9 @@ class EngineConfig:
     page_size: int
     client_request_timeout: float
     cancel_grace: float
+    # Whether an exception means Redis or the database did not answer: such a request is
+    # not an internal error but the transport's 503 with Retry-After.
+    is_unavailable: Callable[[BaseException], bool]
 
 
 class Engine:
@@ -117,7 +120,9 @@ class Engine:
             result = await handler(session, identity, message, stream)
         except JsonRpcError as exc:
             return jsonrpc.error(message.id, exc)
-        except Exception:
+        except Exception as exc:
+            if self.config.is_unavailable(exc):
+                raise
             log.exception("internal error handling %s", message.method)
             return jsonrpc.error(message.id, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
         if result is None or isinstance(result, Relayed):

@@ -106,6 +106,8 @@ class StatelessConfig:
     # How long a client may keep a list (ttlMs); change notifications on listen streams
     # invalidate it sooner.
     cache_ttl_ms: int
+    # As EngineConfig.is_unavailable: Redis or the database missing is a 503, not a -32603.
+    is_unavailable: Callable[[BaseException], bool]
 
 
 class ResponseStream(Stream, Protocol):
@@ -172,7 +174,9 @@ class StatelessEngine:
             return exc
         except MissingClientCapability as exc:
             return missing_capability(exc.capability)
-        except Exception:
+        except Exception as exc:
+            if self.config.is_unavailable(exc):
+                raise
             log.exception("internal error handling %s", message.method)
             return JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
         if result is None:

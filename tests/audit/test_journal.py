@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 import redis
 from asgiref.sync import async_to_sync
@@ -21,6 +22,7 @@ from audit.models import Invocation, Outcome, QuarantinedInvocation
 from audit.writer import GROUP, JournalWriter
 from mcp_platform.metrics import CALLS
 from mcp_platform.redis_clients import async_redis, sync_redis
+from tenants.models import Tenant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,28 +115,41 @@ def test_rows_a_dead_writer_took_are_taken_over(acme, _empty_journal):
     assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
 
 
-def test_a_row_the_database_refuses_is_quarantined_and_the_rest_are_written(acme, _empty_journal):
+def test_a_row_the_database_refuses_is_quarantined_and_no_other_row_is_lost(acme, _empty_journal):
+    doomed = Tenant.objects.create(slug="doomed", name="Deleted before its rows were written")
     good = [_row(acme, outcome=Outcome.COMPLETED) for _ in range(3)]
-    refused = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "a\u0000b"})  # PostgreSQL stores no NUL
+    # NUL is stored escaped (mcp_platform.mcp.text), never refused: these are written too.
+    nul = _row(acme, outcome=Outcome.ERROR, arguments={"text": "a\u0000b"}, error_message="bad \u0000 byte")
+    older = _row(acme, outcome=Outcome.COMPLETED, arguments={"k\u0000": "v"})  # a process that did not escape
+    orphan = _row(doomed, outcome=Outcome.COMPLETED)  # its tenant is gone: the foreign key refuses it
+    doomed.delete()
     journal.append_now(good[0])
-    journal.append_now(refused)
+    journal.append_now(nul)
+    journal.append_now(orphan)
+    _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: orjson.dumps(older)})
     journal.append_now(good[1])
     _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: b"not json"})
     journal.append_now(good[2])
     writer = _writer()
     writer.step()
-    assert Invocation.objects.filter(call_id__in=[row["call_id"] for row in good]).count() == 3
-    quarantined = {row.payload: row.error for row in QuarantinedInvocation.objects.all()}
+
+    written = {row.call_id: row for row in Invocation.objects.filter(tenant=acme)}
+    assert set(written) == {row["call_id"] for row in [*good, nul, older]}
+    assert written[nul["call_id"]].arguments == {"text": "a\\u0000b"}
+    assert written[nul["call_id"]].error_message == "bad \\u0000 byte"
+    assert written[older["call_id"]].arguments == {"k\\u0000": "v"}
+    quarantined = {row.payload: row for row in QuarantinedInvocation.objects.all()}
     assert len(quarantined) == 2
-    [(payload, error)] = [(p, e) for p, e in quarantined.items() if refused["call_id"] in p]
-    assert "\\u0000" in payload and "DataError" in error
-    assert "undecodable" in quarantined["not json"]
-    assert (writer.written, writer.quarantined) == (3, 2)
+    [refused] = [row for payload, row in quarantined.items() if orphan["call_id"] in payload]
+    assert "IntegrityError" in refused.error and refused.tenant_id == orphan["tenant_id"]
+    assert "undecodable" in quarantined["not json"].error and quarantined["not json"].tenant_id is None
+    assert (writer.written, writer.quarantined) == (5, 2)
     # Nothing is left to retry: the next rows go through as usual.
     journal.append_now(_row(acme, outcome=Outcome.ERROR))
     writer.step()
-    assert Invocation.objects.filter(tenant=acme).count() == 4
+    assert Invocation.objects.filter(tenant=acme).count() == 6
     assert _empty_journal.xlen(JOURNAL_KEY) == 0
+    assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
 
 
 @override_settings(AUDIT_JOURNAL_MAX_ROWS=3)
@@ -166,6 +181,7 @@ def test_a_full_journal_drops_new_rows_and_counts_them(acme, _empty_journal, cap
 
 
 def test_rows_with_text_utf8_cannot_carry_still_encode(acme):
+    # A lone surrogate (which a tool's text may hold) becomes U+FFFD: UTF-8 has no encoding for it.
     row = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃ and a lone \udc80"})
-    assert encode(row).isascii() and b"\\udc80" in encode(row)
+    assert orjson.loads(encode(row))["arguments"] == {"text": "snow ☃ and a lone \ufffd"}
     assert encode(_row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃"})).decode().count("☃") == 1

@@ -40,3 +40,9 @@ async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
     a call nobody confirmed never reached its backend."""
     redis.Redis.from_url(settings.REDIS_URL).rpush(f"test:runs:{arguments['key']}", "ran")
     return f"ran {arguments['key']}"
+
+
+@tool_handler("testing.unencodable")
+async def unencodable(ctx: Any, arguments: dict[str, Any]) -> str:
+    """Text no UTF-8 can carry (a lone surrogate) and a NUL, as careless code produces them."""
+    return "lone \udc80 and nul \x00 end"

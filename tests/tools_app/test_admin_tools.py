@@ -361,3 +361,15 @@ def test_add_page_has_no_preview(admin_client: Client) -> None:
 def test_tenant_admin_sees_the_preview_of_their_tool(acme_admin_client: Client, tools) -> None:
     response = acme_admin_client.get(url("tool_change", tools["acme"].pk))
     assert escape(json.dumps(ToolSpec.from_model(stored(tools["acme"])).wire, indent=2)) in response.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("input_schema", {"type": "object", "title": "a\u0000b"}), ("backend_config", {"handler": "x", "k\u0000": 1})],
+)
+def test_json_the_database_cannot_store_is_a_form_error(admin_client: Client, field: str, value: Any) -> None:
+    """NUL (and unpaired surrogates) in configuration: refused naming the field, not a 500."""
+    response = admin_client.post("/admin/tools_app/tool/add/", tool_data(**{field: json.dumps(value)}))
+    assert response.status_code == 200
+    assert "may not contain NUL" in response.content.decode()
+    assert not Tool.objects.filter(name="lookup").exists()

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput, JSONString
 
+from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
@@ -49,6 +50,11 @@ class PrettyJSONField(forms.JSONField):
                 code="invalid",
                 params={"problem": exc.msg, "line": exc.lineno, "column": exc.colno},
             ) from None
+        if unstorable(converted):
+            raise ValidationError(
+                "Text in this JSON may not contain NUL (\\u0000) or unpaired surrogate characters.",
+                code="invalid",
+            )
         return JSONString(converted) if isinstance(converted, str) else converted
 
     def prepare_value(self, value: Any) -> Any:

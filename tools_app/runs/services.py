@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
+from mcp_platform.mcp.text import storable
 from tenants.models import ApiKey
 from tenants.principal import Principal
 from tools_app.catalog.spec import ToolSpec
@@ -43,6 +44,10 @@ def run_create(
 ) -> ToolRun:
     now = timezone.now()
     expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
+    # What the client sent is stored as the database can hold it (NUL escaped; see text.py).
+    arguments, request_id, progress_token, client_capabilities, input_responses = storable(
+        [arguments, request_id, progress_token, client_capabilities, input_responses or {}]
+    )
     return ToolRun.objects.create(
         tenant_id=principal.tenant_id,
         subject=principal.subject,
@@ -62,7 +67,7 @@ def run_create(
         confirmation=confirmation,
         log_level=log_level,
         protocol_version=protocol_version,
-        input_responses=input_responses or {},
+        input_responses=input_responses,
         ttl_ms=ttl_ms,
         expires_at=expires_at,
     )
@@ -81,9 +86,9 @@ def run_finish(
     return bool(
         ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(
             status=status,
-            result=result,
-            error=error,
-            status_message=message,
+            result=storable(result),
+            error=storable(error),
+            status_message=storable(message),
             finished_at=timezone.now(),
             updated_at=timezone.now(),
         )
@@ -116,7 +121,7 @@ def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
         run = ToolRun.objects.select_for_update().filter(pk=run_id).first()
         if run is None or run.status != ToolRun.Status.INPUT_REQUIRED or not run.input_requests:
             return False
-        answered = {key: value for key, value in responses.items() if key in run.input_requests}
+        answered = {key: value for key, value in storable(responses).items() if key in run.input_requests}
         run.input_responses = {**run.input_responses, **answered}
         run.input_requests = {key: value for key, value in run.input_requests.items() if key not in answered}
         resumed = not run.input_requests

@@ -108,8 +108,22 @@ class ToolValidationSerializer(serializers.Serializer):
     mcp = serializers.DictField(help_text="The tool as tools/list would show it once saved.")
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
+class CallArgumentsField(serializers.JSONField):
+    """A call's arguments: any JSON object, NUL included, exactly as on the MCP endpoint
+    (nothing of a test call is stored; mcp_platform/mcp/text.py has the one rule for NUL)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        if not isinstance(value, dict):
+            raise serializers.ValidationError(f"Expected a JSON object, got {type(value).__name__}.")
+        return value
+
+
 class TestCallRequestSerializer(serializers.Serializer):
-    arguments = JsonObjectField(required=False, default=dict, help_text="The call's arguments, as an MCP client sends.")
+    arguments = CallArgumentsField(
+        required=False, default=dict, help_text="The call's arguments, as an MCP client sends."
+    )
 
 
 class NotificationSerializer(serializers.Serializer):

@@ -26,13 +26,14 @@ from mcp_platform.mcp.engine import Engine
 from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.limits import InFlight, InputLimits
 from mcp_platform.mcp.sessions import Session, SessionLookup
 from mcp_platform.mcp.stateless import StatelessEngine
 from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
-from mcp_platform.mcp.transport.responder import Receive, Responder, Scope, Send, watch_disconnect
+from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import (
     STREAM_LOCK_SECONDS,
     StandaloneStream,
@@ -57,6 +58,11 @@ class TransportConfig:
     trust_forwarded_host: bool
     max_body_bytes: int
     keepalive_seconds: float
+    limits: InputLimits
+    # Whether an exception means Redis or the database did not answer (503, not a bug).
+    is_unavailable: Callable[[BaseException], bool]
+    # The Retry-After of a 503 (seconds).
+    retry_after_seconds: int
 
 
 class HttpProblem(Exception):
@@ -117,6 +123,7 @@ class StreamableHttp:
             keepalive_seconds=config.keepalive_seconds,
         )
         self._hub: StreamHub | None = None
+        self._in_flight = InFlight(config.limits.session_max_in_flight)
 
     async def _register_listener(self, stream: ListenStream) -> Callable[[], Awaitable[None]]:
         hub = self.hub()
@@ -157,6 +164,26 @@ class StreamableHttp:
         except HttpProblem as problem:
             if not responder.started:
                 await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
+        except RequestFailed as failed:
+            await self._fault(failed.__cause__ or failed, responder, failed.request_id)
+        except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
+            await self._fault(exc, responder, None)
+
+    async def _fault(self, exc: BaseException, responder: Responder, request_id: jsonrpc.RequestId | None) -> None:
+        """A 503 with Retry-After when Redis or the database did not answer, else a -32603;
+        both as JSON-RPC errors, with the request's id once it was read. A stream already
+        under way (only streams are sent in parts) gets the error as its last event."""
+        if self.config.is_unavailable(exc):
+            log.warning("MCP request failed, a dependency is unavailable: %s", exc)
+            status, error = 503, JsonRpcError(SERVER_ERROR, "Service unavailable: retry later")
+            headers = [(b"retry-after", str(self.config.retry_after_seconds).encode())]
+        else:
+            log.exception("internal error in the MCP transport")
+            status, error, headers = 500, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"), []
+        if responder.open:
+            await responder.end(sse.event(jsonrpc.dumps(jsonrpc.error(request_id, error))))
+        elif not responder.started:
+            await responder.json(status, jsonrpc.error(request_id, error), headers)
 
     # --- checks shared by every method -----------------------------------------------
 
@@ -252,6 +279,7 @@ class StreamableHttp:
         body = await self._read_body(receive)
         try:
             payload = jsonrpc.parse(body)
+            self.config.limits.check(body, payload)
         except JsonRpcError as exc:
             raise HttpProblem(400, exc.code, exc.message) from None
         if is_modern(headers.get(VERSION_HEADER), payload):
@@ -273,12 +301,26 @@ class StreamableHttp:
             await self._absorb(session, message)
             await responder.whole(202, b"", [])
             return
-        stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
-        try:
-            # A client that goes away does not cancel the call: its result is stored for resumption.
-            await stream.finish(await self.engine.handle_request(session, identity, message, stream))
-        finally:
-            stream.stop()
+        with self._in_flight.enter(session.id) as admitted:
+            if not admitted:
+                raise self._busy()
+            stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
+            try:
+                # A client that goes away does not cancel the call: its result is stored for resumption.
+                await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+            except Exception as exc:
+                raise RequestFailed(message.id) from exc
+            finally:
+                stream.stop()
+
+    def _busy(self) -> HttpProblem:
+        limit = self.config.limits.session_max_in_flight
+        return HttpProblem(
+            429,
+            SERVER_ERROR,
+            f"Too many requests: this session already has {limit} requests running; retry when one has ended",
+            headers=[(b"retry-after", b"1")],
+        )
 
     async def _initialize(
         self, identity: Identity, headers: dict[str, str], message: Message, responder: Responder
@@ -309,6 +351,10 @@ class StreamableHttp:
     ) -> None:
         if not payload:
             raise HttpProblem(400, INVALID_REQUEST, "Invalid Request: empty batch")
+        try:
+            self.config.limits.check_batch(len(payload))
+        except JsonRpcError as exc:
+            raise HttpProblem(400, exc.code, exc.message) from None
         for item in payload:
             with contextlib.suppress(JsonRpcError):  # invalid items are answered one by one below
                 self._authorize(identity, jsonrpc.validate(item))
@@ -317,6 +363,14 @@ class StreamableHttp:
             raise HttpProblem(
                 400, INVALID_REQUEST, f"Invalid Request: batches are not part of protocol {session.protocol_version}"
             )
+        with self._in_flight.enter(session.id) as admitted:
+            if not admitted:
+                raise self._busy()
+            await self._run_batch(session, identity, payload, receive, responder)
+
+    async def _run_batch(
+        self, session: Session, identity: Identity, payload: list[Any], receive: Receive, responder: Responder
+    ) -> None:
         stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
         responses: list[dict[str, Any]] = []
         requests: list[Message] = []
@@ -337,10 +391,16 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
+        # A batch's requests take turns on a few slots: a thousand of them must not hold a
+        # thousand Redis connections and tasks of this process at once.
+        turns = asyncio.Semaphore(self.config.limits.batch_concurrency)
+
+        async def handle(message: Message) -> dict[str, Any] | Relayed | None:
+            async with turns:
+                return await self.engine.handle_request(session, identity, message, stream)
+
         try:
-            answers = await asyncio.gather(
-                *(self.engine.handle_request(session, identity, m, stream) for m in requests)
-            )
+            answers = await asyncio.gather(*(handle(m) for m in requests))
             for answer in answers:
                 if isinstance(answer, Relayed):
                     # Background calls in a batch: their stored final event is the response.

@@ -12,6 +12,15 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
+class RequestFailed(Exception):
+    """A request failed (raised from its cause) after its id was read: the transport answers
+    the cause (a 503 or a -32603) with that id."""
+
+    def __init__(self, request_id: jsonrpc.RequestId) -> None:
+        super().__init__(f"request {request_id!r} failed")
+        self.request_id = request_id
+
+
 class Responder:
     """The ASGI response of one request; writes after the client left are dropped."""
 

@@ -39,7 +39,7 @@ from mcp_platform.mcp.jsonrpc import (
 from mcp_platform.mcp.stateless import Envelope, StatelessEngine
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.listen import ListenStream
-from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, watch_disconnect
 from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
@@ -243,6 +243,8 @@ class StatelessHttp:
                 await stream.finish(jsonrpc.error(message.id, answer), answer.http_status)
             else:
                 await stream.finish(cast("dict[str, Any] | None", answer))
+        except Exception as exc:
+            raise RequestFailed(message.id) from exc
         finally:
             stream.stop()
 
