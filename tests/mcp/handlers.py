@@ -40,3 +40,10 @@ async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
     a call nobody confirmed never reached its backend."""
     redis.Redis.from_url(settings.REDIS_URL).rpush(f"test:runs:{arguments['key']}", "ran")
     return f"ran {arguments['key']}"
+
+
+@tool_handler("testing.loop_blocker")
+async def loop_blocker(ctx: Any, arguments: dict[str, Any]) -> str:
+    """A coroutine that blocks its event loop: the worker cannot enforce its timeout."""
+    time.sleep(arguments.get("seconds", 10))  # blocking the loop is the behaviour under test
+    return "loop blocker finished"

@@ -40,10 +40,12 @@ def run_create(
     protocol_version: str = "",
     input_responses: dict[str, Any] | None = None,
     ttl_ms: int | None = None,
+    run_id: str | None = None,
 ) -> ToolRun:
     now = timezone.now()
     expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
     return ToolRun.objects.create(
+        **({"id": run_id} if run_id is not None else {}),
         tenant_id=principal.tenant_id,
         subject=principal.subject,
         credential_label=principal.label,

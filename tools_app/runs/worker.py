@@ -91,7 +91,9 @@ def link_for(run: ToolRun) -> RelayCallLink:
     )
 
 
-async def run_in_worker(run: ToolRun, tool: ToolSpec) -> None:
+async def run_in_worker(run: ToolRun, tool: ToolSpec, *, deadline: float) -> None:
+    """Run it here; the call's stream names this worker as its producer until ``deadline``."""
+    await relay().run_producer(address_of(run), run.id, worker=run.worker_id, deadline=deadline)
     link = link_for(run)
     link.start()
     try:
