@@ -72,8 +72,11 @@ class LiveServer:
         stop_together([self.process], grace=10)
 
 
-def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None) -> LiveServer:
-    port = _free_port()
+def start_server(
+    tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None, port: int | None = None
+) -> LiveServer:
+    """``port``: serve on that port (a restarted server takes its predecessor's place)."""
+    port = port or _free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",

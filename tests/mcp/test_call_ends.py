@@ -157,38 +157,43 @@ def _running_run(session: McpSession, request_id: int) -> ToolRun:
     return wait_for(started, timeout=30, message=f"a worker to start request {request_id}")
 
 
-@pytest.mark.parametrize(
-    ("tool", "request_id", "outcome"),
-    [("bg_count_once", 81, "failed"), ("slow_count", 82, "re-run")],
-)
-def test_killed_worker_ends_the_call_within_seconds(orm, http, kill_world, live_world, tool, request_id, outcome):
-    if len(kill_world.workers) < 2:
-        kill_world.add_worker(f"kill-worker-{request_id}")
+# soak/call_ends.py kills more workers, and prints every time.
+KILLS = int(os.environ.get("TOOLBAY_SOAK_KILLS", "1"))
+
+
+@pytest.mark.parametrize(("tool", "outcome"), [("bg_count_once", "failed"), ("slow_count", "re-run")])
+def test_killed_worker_ends_the_call_within_seconds(orm, http, kill_world, live_world, tool, outcome):
     session = McpSession.open(http, kill_world.server.endpoint("live-alpha"), live_world.keys["alpha"])
-    pending = session.post_in_thread(rpc("tools/call", {"name": tool, "arguments": {"count": 30}}, id=request_id))
-    run = _running_run(session, request_id)
-    killed = kill_world.kill_running(run)
-    if outcome == "failed":
-        final = _final(pending.response())
-        ended = time.monotonic() - killed
-        assert final["result"]["isError"] is True
-        assert "not retried because the tool is not marked idempotent" in final["result"]["content"][0]["text"]
-        run.refresh_from_db()
-        assert run.status == ToolRun.Status.FAILED and run.attempts == 1
-    else:
-        rerun = wait_for(
-            lambda: ToolRun.objects.filter(pk=run.id, attempts=2).exclude(worker_id=run.worker_id).first(),
-            timeout=30,
-            message="the call to run again on the other worker",
-        )
-        ended = time.monotonic() - killed
-        final = _final(pending.response())
-        assert final["result"]["content"][0]["text"] == "Counted to 30."
-        rerun.refresh_from_db()
-        assert rerun.status == ToolRun.Status.COMPLETED
-    print(f"\n{tool}: {outcome} {ended:.2f} s after its worker died")
+    times = []
+    for kill in range(KILLS):
+        if len(kill_world.workers) < 2:
+            kill_world.add_worker(f"kill-worker-{tool}-{kill}")
+        request_id = 1000 + kill
+        pending = session.post_in_thread(rpc("tools/call", {"name": tool, "arguments": {"count": 30}}, id=request_id))
+        run = _running_run(session, request_id)
+        killed = kill_world.kill_running(run)
+        if outcome == "failed":
+            final = _final(pending.response())
+            times.append(time.monotonic() - killed)
+            assert final["result"]["isError"] is True
+            assert "not retried because the tool is not marked idempotent" in final["result"]["content"][0]["text"]
+            run.refresh_from_db()
+            assert run.status == ToolRun.Status.FAILED and run.attempts == 1
+        else:
+            rerun = wait_for(
+                lambda run=run: ToolRun.objects.filter(pk=run.id, attempts=2).exclude(worker_id=run.worker_id).first(),
+                timeout=30,
+                message="the call to run again on the other worker",
+            )
+            times.append(time.monotonic() - killed)
+            final = _final(pending.response())
+            print(f"\nslow_count re-run from the start, answered {time.monotonic() - killed:.2f} s after the death")
+            assert final["result"]["content"][0]["text"] == "Counted to 30."
+            rerun.refresh_from_db()
+            assert rerun.status == ToolRun.Status.COMPLETED
+    print(f"\n{tool}: {outcome} after its worker died, in s: " + ", ".join(f"{t:.2f}" for t in times))
     # Three missed beats of 0.5 s and the relaying server's next check (every 0.5 s).
-    assert ended < 6, f"the call was {outcome} {ended:.1f} s after its worker died"
+    assert max(times) < 6, f"a call was {outcome} {max(times):.1f} s after its worker died"
 
 
 def test_web_side_ends_a_call_its_worker_cannot_time_out(orm, http, kill_world, live_world):
