@@ -140,10 +140,11 @@ CELERY_TASK_DEFAULT_QUEUE = "toolbay.short"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Unacknowledged messages of a worker that vanished entirely come back after this long;
 # it must exceed the longest tool timeout or long calls would be delivered twice.
+# Lets two deployments (or a test's own servers and workers) share one Redis as broker.
+CELERY_BROKER_KEY_PREFIX = env_str("CELERY_BROKER_KEY_PREFIX", "")
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200, minimum=60),
-    # Lets two deployments (or a test's own servers and workers) share one Redis as broker.
-    "global_keyprefix": env_str("CELERY_BROKER_KEY_PREFIX", ""),
+    "global_keyprefix": CELERY_BROKER_KEY_PREFIX,
 }
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-runs": {"task": "tools_app.tasks.purge_expired_runs", "schedule": 60.0},

@@ -161,7 +161,9 @@ class Liveness:
 class ProducerWatch:
     """What a follower of a stream does every interval: end it if its producer died."""
 
-    def __init__(self, liveness: Liveness, events: EventStore, recover_run: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self, liveness: Liveness, events: EventStore, recover_run: Callable[[str, str], Awaitable[None]]
+    ) -> None:
         self.liveness = liveness
         self._events = events
         self._recover_run = recover_run
@@ -177,7 +179,7 @@ class ProducerWatch:
         if producer.run_id:
             overdue = producer.deadline and time.time() > producer.deadline
             if overdue or not await self.liveness.alive(producer.process):
-                await self._recover_run(producer.run_id)
+                await self._recover_run(producer.run_id, producer.process)
             return
         if await self.liveness.alive(producer.process):
             return

@@ -184,8 +184,8 @@ class PlatformToolHost:
             await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
 
-    async def recover_run(self, run_id: str) -> None:
-        await recover_run(run_id)
+    async def recover_run(self, run_id: str, worker: str) -> None:
+        await recover_run(run_id, worker)
 
     async def _end_call(self, tenant_id: int, *, release_slot: bool, record: dict[str, Any] | None) -> None:
         commands = [limits.release_command(tenant_id)] if release_slot else []

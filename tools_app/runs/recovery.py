@@ -59,15 +59,27 @@ def _requeue(run: ToolRun, tool: ToolSpec) -> bool:
     return bool(taken)
 
 
-async def recover_run(run_id: str) -> None:
+async def recover_run(run_id: str, worker: str = "") -> None:
+    """``worker``: the worker the call's stream names (it took the run's message); it may
+    have died before it recorded the run as its own, in which case nothing ran yet."""
     run = await ToolRun.objects.select_related("tool").filter(pk=run_id).afirst()
-    if run is None or run.is_terminal or not run.worker_id or run.tool is None:
-        return  # ended, queued (nobody runs it yet), or its tool is gone (the worker says so)
+    if run is None or run.is_terminal or run.tool is None:
+        return  # ended, or its tool is gone (the worker says so)
     tool = ToolSpec.from_model(run.tool)
-    alive = (await sync_to_async(beating)([run.worker_id]))[run.worker_id]
+    suspect = run.worker_id or worker
+    if not suspect:
+        return  # queued: nobody runs it yet
+    alive = (await sync_to_async(beating)([suspect]))[suspect]
     if alive:
-        if timezone.now().timestamp() > deadline_of(run, tool):
+        if run.worker_id and timezone.now().timestamp() > deadline_of(run, tool):
             await _time_out(run, tool)
+        return
+    if not run.worker_id:
+        # Its worker died between taking the message and starting the run: nothing ran, so
+        # it runs again whatever the tool (the message itself would come back only after
+        # the visibility timeout).
+        await relay().run_producer(address_of(run), run.id)
+        await sync_to_async(enqueue)(run.id, tool)
         return
     verdict = loss_verdict(run, tool)
     if verdict is not None:

@@ -29,7 +29,7 @@ from tools_app.runs.recovery import deadline_of, loss_verdict, lost_runs, recove
 from tools_app.runs.selectors import stuck_runs, unconfirmed_runs
 from tools_app.runs.services import finish_and_signal
 from tools_app.runs.services import purge_expired_runs as purge
-from tools_app.runs.worker import WorkerState, run_in_worker
+from tools_app.runs.worker import WorkerState, announce_worker, run_in_worker
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +61,17 @@ def execute_run(run_id: str) -> None:
             _fail(run_id, verdict)
             return
         log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
-    worker = WorkerHeartbeat.ensure()
-    started = timezone.now()
-    taken = ToolRun.objects.filter(pk=run_id, worker_id=run.worker_id, status__in=ToolRun.ACTIVE).update(
-        attempts=F("attempts") + 1, worker_pid=os.getpid(), worker_id=worker, started_at=started
+    seen_worker, worker = run.worker_id, WorkerHeartbeat.ensure()
+    run.attempts, run.worker_pid, run.worker_id, run.started_at = run.attempts + 1, os.getpid(), worker, timezone.now()
+    # The call's stream names this worker before the run is recorded as ours: should we die
+    # in between, whoever follows the stream still learns who took it (recovery.py).
+    WorkerState.run(announce_worker(run, deadline_of(run, tool)))
+    taken = ToolRun.objects.filter(pk=run_id, worker_id=seen_worker, status__in=ToolRun.ACTIVE).update(
+        attempts=F("attempts") + 1, worker_pid=run.worker_pid, worker_id=worker, started_at=run.started_at
     )
     if not taken:
         return  # another worker took it between our read and now
-    run.attempts, run.worker_pid, run.worker_id, run.started_at = run.attempts + 1, os.getpid(), worker, started
-    WorkerState.run(run_in_worker(run, tool, deadline=deadline_of(run, tool)))
+    WorkerState.run(run_in_worker(run, tool))
 
 
 @shared_task(name="tools_app.tasks.purge_expired_runs")
