@@ -104,8 +104,9 @@ def run_park(run_id: str, requests: dict[str, Any]) -> bool:
     """A 2026-07-28 task waits for its client: input_required with the requests still
     unanswered. Its worker lets go of it; ``run_answer`` resumes it."""
     return bool(
+        # No worker holds it any more (its heartbeat no longer speaks for the run).
         ToolRun.objects.filter(pk=run_id, status=ToolRun.Status.WORKING).update(
-            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, updated_at=timezone.now()
+            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, worker_id="", updated_at=timezone.now()
         )
     )
 
@@ -124,8 +125,8 @@ def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
         resumed = not run.input_requests
         if resumed:
             # The next execution starts cleanly: its attempts count worker deaths afresh.
-            run.status, run.attempts = ToolRun.Status.WORKING, 0
-        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "updated_at"])
+            run.status, run.attempts, run.worker_id = ToolRun.Status.WORKING, 0, ""
+        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "worker_id", "updated_at"])
     return resumed
 
 
