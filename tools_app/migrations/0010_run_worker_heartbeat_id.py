@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0008_oauth_rule_targets_and_run_callers'),
+        ('tools_app', '0009_confirmation_policies_and_approvals'),
     ]
 
     operations = [
