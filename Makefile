@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help run test conformance conformance-auth lint bench clean distclean
+.PHONY: help run test conformance conformance-auth lint bench soak clean distclean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ lint: ## ruff check .
 
 bench: ## A benchmark from bench/: BENCH=echo_bench (default) or background_bench, BENCH_ARGS="--sessions 1 8"
 	@bash scripts/bench.sh
+
+soak: ## Every soak/*.py: long fault runs (servers, workers killed; rolling restarts) that print their figures
+	@bash scripts/soak.sh
 
 clean: ## Remove caches, var/ (private Redis dirs, conformance database) and conformance results; keeps .venv and db.sqlite3
 	rm -rf var conformance-results .pytest_cache .ruff_cache .mypy_cache

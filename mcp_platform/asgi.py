@@ -1,4 +1,5 @@
-"""ASGI entry point: ``/mcp/<tenant>`` goes straight to the MCP endpoint, everything else to Django.
+"""ASGI entry point: ``/mcp/<tenant>`` goes straight to the MCP endpoint, everything else to Django;
+the lifespan starts the graceful stop (``mcp_platform.lifespan``).
 
 The MCP path gets no Django middleware (no CSRF, no APPEND_SLASH redirect, no session
 lookup) and no per-request routing objects: one compiled pattern decides. There is no
@@ -18,12 +19,16 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 django_asgi_app = get_asgi_application()
 
 from mcp_platform.edge import EdgeGuard  # noqa: E402
-from mcp_platform.endpoint import mcp_endpoint  # noqa: E402
+from mcp_platform.endpoint import drain, mcp_endpoint, stopped  # noqa: E402
+from mcp_platform.lifespan import lifespan  # noqa: E402
 
 MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
 
 
 async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send, drain=drain, stopped=stopped)
+        return
     match = MCP_PATH.match(scope["path"]) if scope["type"] == "http" else None
     if match is not None:
         await mcp_endpoint(scope, receive, send, tenant=match.group(1))

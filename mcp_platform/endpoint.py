@@ -24,6 +24,7 @@ from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.mcp.limits import InputLimits
+from mcp_platform.mcp.liveness import Liveness
 from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.sessions import SessionStore
 from mcp_platform.mcp.stateless import StatelessConfig, StatelessEngine
@@ -96,6 +97,7 @@ def build_transport() -> StreamableHttp:
             is_unavailable=is_unavailable,
             retry_after_seconds=settings.TOOLBAY_RETRY_AFTER_SECONDS,
         ),
+        Liveness(command_batch(), interval=settings.TOOLBAY_HEARTBEAT_SECONDS),
     )
 
 
@@ -113,6 +115,20 @@ def _transport_for(loop: asyncio.AbstractEventLoop) -> StreamableHttp:
 def streams_held() -> int:
     """Standalone GET streams this process holds now (the /metrics gauge); builds nothing."""
     return sum(transport.hub().held() for transport in list(_built))
+
+
+async def drain() -> None:
+    """The process is stopping: end its resumable streams with a retry hint (see
+    ``mcp_platform.mcp.transport.drain``)."""
+    for transport in list(_built):
+        await transport.drain.drain()
+
+
+async def stopped() -> None:
+    """Every request has ended: stop beating, so what this process left unfinished (calls
+    cut off by the server's graceful-shutdown timeout) is known dead at once."""
+    for transport in list(_built):
+        await transport.watch.liveness.stop()
 
 
 async def mcp_endpoint(scope: dict[str, Any], receive: Any, send: Any, *, tenant: str) -> None:

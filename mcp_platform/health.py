@@ -73,7 +73,7 @@ async def _queue_lengths() -> dict[str, int]:
         pipe = client.pipeline(transaction=False)
         for queue in CELERY_QUEUES:
             for suffix in _PRIORITY_SUFFIXES:
-                pipe.llen(queue + suffix)
+                pipe.llen(settings.CELERY_BROKER_KEY_PREFIX + queue + suffix)
         lengths = await asyncio.wait_for(pipe.execute(), PROBE_TIMEOUT_SECONDS)
     finally:
         if client is not async_redis():

@@ -141,10 +141,17 @@ CELERY_TASK_DEFAULT_QUEUE = "toolbay.short"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Unacknowledged messages of a worker that vanished entirely come back after this long;
 # it must exceed the longest tool timeout or long calls would be delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200, minimum=60)}
+# Lets two deployments (or a test's own servers and workers) share one Redis as broker.
+CELERY_BROKER_KEY_PREFIX = env_str("CELERY_BROKER_KEY_PREFIX", "")
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 7200, minimum=60),
+    "global_keyprefix": CELERY_BROKER_KEY_PREFIX,
+}
 CELERY_BEAT_SCHEDULE = {
     "purge-expired-runs": {"task": "tools_app.tasks.purge_expired_runs", "schedule": 60.0},
     "reap-stuck-runs": {"task": "tools_app.tasks.reap_stuck_runs", "schedule": 30.0},
+    # Runs whose worker stopped beating (a task has no stream whose follower would notice).
+    "recover-lost-runs": {"task": "tools_app.tasks.recover_lost_runs", "schedule": 5.0},
     "purge-old-invocations": {"task": "audit.tasks.purge_old_invocations", "schedule": 3600.0},
 }
 
@@ -242,6 +249,9 @@ TOOLBAY_MAX_RETRIES = env_int("TOOLBAY_MAX_RETRIES", 3, minimum=0)
 TOOLBAY_RETRY_BACKOFF_SECONDS = env_float("TOOLBAY_RETRY_BACKOFF_SECONDS", 0.5, minimum=0.0)
 # How long a background call may wait for a free worker before it is failed.
 TOOLBAY_QUEUE_TIMEOUT_SECONDS = env_float("TOOLBAY_QUEUE_TIMEOUT_SECONDS", 300.0, minimum=1.0)
+# Servers and workers beat in Redis this often; a producer silent for three beats is dead,
+# and whoever follows its streams (or runs) ends them (mcp_platform/mcp/liveness.py).
+TOOLBAY_HEARTBEAT_SECONDS = env_float("TOOLBAY_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
 # MCP tasks: default and largest time-to-live, and the poll interval suggested to clients.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 3_600_000, minimum=1000)
 MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 86_400_000, minimum=1000)

@@ -115,10 +115,16 @@ probe() { "$PY" "$ROOT/scripts/probe.py" "$@"; }
 CHILD_PIDS=()
 CHILD_NAMES=()
 
-# start_child NAME LOGFILE|- COMMAND... — sets CHILD_PID.
+# start_child NAME LOGFILE|- COMMAND... — sets CHILD_PID. Each child runs in its own process
+# group (stop_children signals the whole group, pool children included) and, where util-linux's
+# setpriv is available, gets SIGTERM from the kernel if this script dies without stopping it
+# (killed with SIGKILL): no child outlives the script.
 start_child() {
     local name="$1" log="$2"
     shift 2
+    if command -v setpriv >/dev/null && setpriv --pdeathsig TERM true 2>/dev/null; then
+        set -- setpriv --pdeathsig TERM "$@"
+    fi
     set -m
     if [[ "$log" == - ]]; then
         "$@" </dev/null &

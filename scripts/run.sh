@@ -16,7 +16,11 @@ export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
 
 # shellcheck disable=SC2329 # called from the traps below
 shutdown() {
-    trap - INT TERM HUP EXIT
+    # Ignore further stop signals rather than restore their default: a second one (Ctrl-C
+    # pressed again, a supervisor repeating SIGTERM) must not kill this script halfway
+    # through stopping its children.
+    trap '' INT TERM HUP
+    trap - EXIT
     stop_children
 }
 trap 'shutdown; exit 130' INT

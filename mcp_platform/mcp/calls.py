@@ -121,9 +121,12 @@ class InputRound:
 
 @dataclass(frozen=True)
 class Relayed:
-    """A call whose response someone else (a worker) already wrote to its stream's log."""
+    """A call whose response someone else (a worker) already wrote to its stream's log.
 
-    final_event: StoredEvent
+    ``final_event`` None: this process stopped relaying before the end (its client left, or
+    it is shutting down); the end will be in the log for the client that resumes."""
+
+    final_event: StoredEvent | None
 
 
 class CallLink(Protocol):
@@ -170,6 +173,9 @@ class CallLink(Protocol):
         """Send the client what another process appends to this call's log after ``after``,
         until the final event (the response), which is returned."""
 
+    async def hand_over(self, run_id: str) -> None:
+        """The run ``run_id`` (on a worker) produces the rest of this call's stream now."""
+
 
 class Layer(Protocol):
     async def new_channel(self, prefix: str = ...) -> str: ...
@@ -194,6 +200,8 @@ class Stream(Protocol):
     async def open(self) -> str: ...
 
     async def relay(self, after: str) -> Relayed: ...
+
+    async def hand_over(self, run_id: str) -> None: ...
 
 
 def request_key(request_id: jsonrpc.RequestId) -> str:
@@ -418,6 +426,9 @@ class StreamCallLink(LinkRuntime):
     async def relay(self, after: str) -> Relayed:
         return await self._stream.relay(after)
 
+    async def hand_over(self, run_id: str) -> None:
+        await self._stream.hand_over(run_id)
+
 
 class RelayCallLink(LinkRuntime):
     """The link of a call running on a worker: its messages go through the relay, and its
@@ -471,6 +482,9 @@ class RelayCallLink(LinkRuntime):
 
     async def relay(self, after: str) -> Relayed:
         raise RuntimeError("a worker cannot relay to the client's stream")
+
+    async def hand_over(self, run_id: str) -> None:
+        raise RuntimeError("a worker does not hand its runs over")
 
 
 class StatelessCallLink:
@@ -549,3 +563,6 @@ class StatelessCallLink:
 
     async def relay(self, after: str) -> Relayed:
         return await self._stream.relay(after)
+
+    async def hand_over(self, run_id: str) -> None:
+        await self._stream.hand_over(run_id)

@@ -9,7 +9,8 @@ and then follows it live until the stream's final event (its response).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -74,6 +75,14 @@ class EventStore:
         self._batch = batch
         self._ttl = ttl_seconds
 
+    @property
+    def ttl_seconds(self) -> int:
+        return self._ttl
+
+    async def run(self, commands: list[tuple[object, ...]]) -> list[object]:
+        """Other commands about streams (their producers), with this loop's hot-path batch."""
+        return _checked(await self._batch.run(commands))
+
     async def append(self, session_id: str, stream_id: str, data: bytes, *, final: bool = False) -> str:
         entry_id, _ = _checked(
             await self._batch.run(_appended(names.events_key(session_id, stream_id), data, final, self._ttl))
@@ -114,9 +123,20 @@ class EventStore:
         return events
 
     async def follow(
-        self, session_id: str, stream_id: str, after_entry: str, *, block_ms: int = 5000
+        self,
+        session_id: str,
+        stream_id: str,
+        after_entry: str,
+        *,
+        block_ms: int = 5000,
+        watch: Callable[[], Awaitable[bool]] | None = None,
+        watch_every: float = 2.0,
     ) -> AsyncIterator[StoredEvent]:
-        """Events after ``after_entry``, then new ones as they arrive, until a final event."""
+        """Events after ``after_entry``, then new ones as they arrive, until a final event.
+
+        ``watch`` is awaited at least every ``watch_every`` seconds (also while events flow);
+        it may end the stream (write its final event) and returns True to stop following
+        without one (the follower's client is gone)."""
         key = names.events_key(session_id, stream_id)
         last = after_entry
         if last == "$":
@@ -124,6 +144,9 @@ class EventStore:
             # appended between two reads.
             newest = cast(_Entries, await self._redis.xrevrange(key, count=1))
             last = newest[0][0].decode() if newest else "0-0"
+        if watch is not None:
+            block_ms = min(block_ms, max(1, round(watch_every * 1000)))
+        watched = time.monotonic()
         while True:
             batches = cast(_Batches | None, await self._redis.xread({key: last}, count=100, block=block_ms))
             for _, entries in batches or []:
@@ -133,3 +156,7 @@ class EventStore:
                     yield event
                     if event.final:
                         return
+            if watch is not None and time.monotonic() - watched >= watch_every:
+                watched = time.monotonic()
+                if await watch():
+                    return

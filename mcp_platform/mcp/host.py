@@ -136,6 +136,11 @@ class ToolHost(Protocol[IdentityT]):
         When ``link.may_become_task``, the host may make the call a task and return its
         CreateTaskResult (``resultType: "task"``) instead."""
 
+    async def recover_run(self, run_id: str, worker: str) -> None:
+        """The worker the run's stream names (``worker``) stopped beating, or the run outlived
+        its deadline (see liveness.py): run it again or fail it, either way writing its
+        stream's end. Safe to call often, from any number of processes."""
+
     # --- resources, prompts, completion (era-agnostic; see mcp_platform.mcp.features) ---------
 
     async def visible_digests(self, identity: IdentityT) -> Mapping[str, str]:

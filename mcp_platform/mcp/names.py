@@ -71,3 +71,13 @@ def request_state_key(nonce: str) -> str:
 def subscriptions_key(session_id: str) -> str:
     """Set of the resource URIs a session subscribed to (resources/subscribe)."""
     return f"{PREFIX}:subs:{session_id}"
+
+
+def process_alive_key(process_id: str) -> str:
+    """Present while the process (ASGI server or worker) of that id beats (see liveness.py)."""
+    return f"{PREFIX}:alive:{process_id}"
+
+
+def stream_producer_key(session_id: str, stream_id: str) -> str:
+    """Who produces a resumable stream's events: a process, or a run on a worker."""
+    return f"{PREFIX}:producer:{session_id}:{stream_id}"

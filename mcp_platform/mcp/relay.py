@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 
 from mcp_platform.mcp import jsonrpc, messages, names
 from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.liveness import Producer, producer_command
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 # How long the "task done" signal waits for a tasks/result that has not started yet.
@@ -95,6 +96,17 @@ class Relay:
     async def wait_task_done(self, task_id: str, timeout_seconds: float) -> None:
         """Return once ``task_done`` was signalled, or after the timeout (then check again)."""
         await self._redis.xread({names.run_done_key(task_id): "0-0"}, count=1, block=int(timeout_seconds * 1000))
+
+    async def run_producer(self, address: CallAddress, run_id: str, *, worker: str = "", deadline: float = 0.0) -> None:
+        """Who produces the call's stream: the worker process that runs it now, until
+        ``deadline`` (epoch seconds) at the latest; no worker: queued again. Followers of
+        the stream recover the run when that worker stops beating (liveness.py)."""
+        if not address.session_id or address.task_id is not None:
+            return  # a task has no stream: the periodic sweep watches its worker
+        producer = Producer(process=worker, run_id=run_id, deadline=deadline)
+        await self._events.run(
+            [producer_command(address.session_id, address.stream_id, producer, self._events.ttl_seconds)]
+        )
 
     async def register_runner(self, run_id: str, channel: str) -> None:
         """The channel of the process running a run now; cancellations go there."""

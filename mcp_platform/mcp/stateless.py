@@ -286,7 +286,7 @@ class StatelessEngine:
         self, identity: Identity, message: Message, answers: dict[str, Any], relayed: Relayed
     ) -> dict[str, Any] | None:
         """A worker's answer (it ran the call): its result, or its error as this request's."""
-        if not relayed.final_event.data:
+        if relayed.final_event is None or not relayed.final_event.data:
             return None  # cancelled: no answer
         response = jsonrpc.parse(relayed.final_event.data)
         if "error" in response:

@@ -72,8 +72,11 @@ class LiveServer:
         stop_together([self.process], grace=10)
 
 
-def start_server(tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None) -> LiveServer:
-    port = _free_port()
+def start_server(
+    tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None, port: int | None = None
+) -> LiveServer:
+    """``port``: serve on that port (a restarted server takes its predecessor's place)."""
+    port = port or _free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
@@ -185,6 +188,12 @@ BACKGROUND_TOOLS: dict[str, dict[str, Any]] = {
         "timeout_seconds": 0.3,
     },
     "inline_crash": {"input_schema": _ANY_SCHEMA, "backend_config": {"handler": "testing.crash"}},
+    "bg_loop_blocker": {  # blocks the worker's event loop past its timeout: the web side ends it
+        "input_schema": _ANY_SCHEMA,
+        "backend_config": {"handler": "testing.loop_blocker"},
+        "execution_mode": "background",
+        "timeout_seconds": 1,
+    },
     "secret_echo": {
         "input_schema": {
             "type": "object",
@@ -317,7 +326,7 @@ class LiveWorker:
         stop_together([self.process], grace=15)
 
 
-def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
+def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str] | None = None) -> LiveWorker:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
@@ -326,6 +335,7 @@ def start_worker(tmp_dir: Path, name: str, queues: str) -> LiveWorker:
         "MCP_CANCEL_GRACE_SECONDS": "0.5",
         "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
         "TOOLBAY_RETRY_BACKOFF_SECONDS": "0.05",
+        **(extra_env or {}),
     }
     log_path = tmp_dir / f"{name}.log"
     process = subprocess.Popen(

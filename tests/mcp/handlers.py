@@ -46,3 +46,10 @@ async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
 async def unencodable(ctx: Any, arguments: dict[str, Any]) -> str:
     """Text no UTF-8 can carry (a lone surrogate) and a NUL, as careless code produces them."""
     return "lone \udc80 and nul \x00 end"
+
+
+@tool_handler("testing.loop_blocker")
+async def loop_blocker(ctx: Any, arguments: dict[str, Any]) -> str:
+    """A coroutine that blocks its event loop: the worker cannot enforce its timeout."""
+    time.sleep(arguments.get("seconds", 10))  # blocking the loop is the behaviour under test
+    return "loop blocker finished"

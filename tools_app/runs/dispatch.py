@@ -24,26 +24,10 @@ from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import argument_problem
-from tools_app.runs.models import ToolRun
+from tools_app.runs.models import ToolRun, new_run_id
+from tools_app.runs.queueing import enqueue
 from tools_app.runs.selectors import task_view
 from tools_app.runs.services import cancel_run, finish_and_signal, run_answer, run_create
-from tools_app.runs.tasks import execute_run
-
-LONG_QUEUE = "toolbay.long"
-SHORT_QUEUE = "toolbay.short"
-
-
-def queue_for(tool: ToolSpec) -> str:
-    return LONG_QUEUE if tool.timeout_seconds > settings.TOOLBAY_LONG_CALL_SECONDS else SHORT_QUEUE
-
-
-def _enqueue(run_id: str, tool: ToolSpec | None) -> None:
-    if tool is None:  # deleted since the run began: the worker records that it cannot run
-        execute_run.apply_async(args=[run_id], queue=SHORT_QUEUE)
-        return
-    # Celery's hard limit is only the backstop; the worker enforces timeout and grace itself.
-    hard_limit = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + 30
-    execute_run.apply_async(args=[run_id], queue=queue_for(tool), time_limit=hard_limit)
 
 
 def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
@@ -53,7 +37,7 @@ def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
     on the way to the worker); inside a caller's transaction it is queued at that commit.
     """
     run = run_create(tool=tool, **fields)
-    transaction.on_commit(functools.partial(_enqueue, run.id, tool))
+    transaction.on_commit(functools.partial(enqueue, run.id, tool))
     return run
 
 
@@ -80,7 +64,10 @@ async def call_in_background(
 ) -> Relayed:
     after = await link.open_stream()
     fields = _run_fields(principal, arguments, link, confirmation)
-    run = await sync_to_async(run_start)(tool=tool, is_task=False, **fields)
+    # The stream names its run before a worker can take it (the worker then names itself).
+    run_id = new_run_id()
+    await link.hand_over(run_id)
+    run = await sync_to_async(run_start)(tool=tool, is_task=False, run_id=run_id, **fields)
     link.on_cancel = functools.partial(cancel_run, run.id)
     patience = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS
     try:
@@ -162,7 +149,7 @@ def _answer_and_resume(run_id: str, responses: dict[str, Any]) -> None:
         if run_answer(run_id, responses):
             run = ToolRun.objects.select_related("tool").get(pk=run_id)
             tool = ToolSpec.from_model(run.tool) if run.tool is not None else None
-            transaction.on_commit(functools.partial(_enqueue, run_id, tool))
+            transaction.on_commit(functools.partial(enqueue, run_id, tool))
 
 
 async def answer_task(run: ToolRun, responses: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ from tools_app.runs.delivery import relay
 from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
 from tools_app.runs.execution import argument_problem, execute
 from tools_app.runs.models import ToolRun
+from tools_app.runs.recovery import recover_run
 from tools_app.runs.selectors import detailed_task_view, run_of, runs_of, task_view
 from tools_app.runs.services import cancel_run
 
@@ -182,6 +183,9 @@ class PlatformToolHost:
             # One round trip before answering: the row is in the journal once the client has its answer.
             await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
+
+    async def recover_run(self, run_id: str, worker: str) -> None:
+        await recover_run(run_id, worker)
 
     async def _end_call(self, tenant_id: int, *, release_slot: bool, record: dict[str, Any] | None) -> None:
         commands = [limits.release_command(tenant_id)] if release_slot else []

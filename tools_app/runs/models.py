@@ -68,6 +68,9 @@ class ToolRun(models.Model):
     )
     attempts = models.PositiveIntegerField(default=0)
     worker_pid = models.IntegerField(null=True, blank=True)
+    # The heartbeat id of the worker process running it now ("" while queued): the run is
+    # recovered when that worker stops beating (tools_app/runs/recovery.py).
+    worker_id = models.CharField(max_length=128, blank=True, default="")
     ttl_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -41,6 +41,7 @@ def run_create(
     protocol_version: str = "",
     input_responses: dict[str, Any] | None = None,
     ttl_ms: int | None = None,
+    run_id: str | None = None,
 ) -> ToolRun:
     now = timezone.now()
     expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
@@ -49,6 +50,7 @@ def run_create(
         [arguments, request_id, progress_token, client_capabilities, input_responses or {}]
     )
     return ToolRun.objects.create(
+        **({"id": run_id} if run_id is not None else {}),
         tenant_id=principal.tenant_id,
         subject=principal.subject,
         credential_label=principal.label,
@@ -107,8 +109,9 @@ def run_park(run_id: str, requests: dict[str, Any]) -> bool:
     """A 2026-07-28 task waits for its client: input_required with the requests still
     unanswered. Its worker lets go of it; ``run_answer`` resumes it."""
     return bool(
+        # No worker holds it any more (its heartbeat no longer speaks for the run).
         ToolRun.objects.filter(pk=run_id, status=ToolRun.Status.WORKING).update(
-            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, updated_at=timezone.now()
+            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, worker_id="", updated_at=timezone.now()
         )
     )
 
@@ -127,8 +130,8 @@ def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
         resumed = not run.input_requests
         if resumed:
             # The next execution starts cleanly: its attempts count worker deaths afresh.
-            run.status, run.attempts = ToolRun.Status.WORKING, 0
-        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "updated_at"])
+            run.status, run.attempts, run.worker_id = ToolRun.Status.WORKING, 0, ""
+        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "worker_id", "updated_at"])
     return resumed
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from celery import shared_task
 from celery.signals import worker_process_init
-from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
@@ -23,11 +22,14 @@ from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.approvals import approvals_purge_expired
 from tools_app.runs.confirmation import CONFIRMATION_KEY, unconfirmed_result
 from tools_app.runs.context import ConfirmationRecord
+from tools_app.runs.heartbeat import WorkerHeartbeat, beating
 from tools_app.runs.models import ToolRun
+from tools_app.runs.queueing import EXECUTE_RUN
+from tools_app.runs.recovery import deadline_of, loss_verdict, lost_runs, recover_run
 from tools_app.runs.selectors import stuck_runs, unconfirmed_runs
 from tools_app.runs.services import finish_and_signal
 from tools_app.runs.services import purge_expired_runs as purge
-from tools_app.runs.worker import WorkerState, run_in_worker
+from tools_app.runs.worker import WorkerState, announce_worker, run_in_worker
 
 log = logging.getLogger(__name__)
 
@@ -41,32 +43,34 @@ def _fail(run_id: str, text: str) -> None:
     WorkerState.run(finish_and_signal(run_id, status=ToolRun.Status.FAILED, result=error_result(text), message=text))
 
 
-@shared_task(name="tools_app.tasks.execute_run", acks_late=True, reject_on_worker_lost=True)
+@shared_task(name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True)
 def execute_run(run_id: str) -> None:
     run = ToolRun.objects.select_related("tool").filter(pk=run_id).first()
     if run is None or run.is_terminal:
         return  # cancelled while queued, or a redelivery after the outcome was recorded
+    if run.worker_id and beating([run.worker_id])[run.worker_id]:
+        return  # a live worker runs it (this is a second delivery of a run queued again)
     if run.tool is None:
         _fail(run_id, f"Tool '{run.tool_name}' was deleted before the call could run.")
         return
     tool = ToolSpec.from_model(run.tool)
     if run.attempts > 0:
-        # Redelivered: the worker process that ran it died mid-call.
-        if not tool.annotations.get("idempotentHint"):
-            _fail(
-                run_id,
-                f"The worker running '{tool.name}' died before it finished. The call was not retried "
-                "because the tool is not marked idempotent; it may have had partial effects.",
-            )
-            return
-        if run.attempts > settings.TOOLBAY_MAX_RETRIES:
-            _fail(run_id, f"The worker running '{tool.name}' died {run.attempts} times; giving up.")
+        # Delivered again: the worker process that ran it died mid-call.
+        verdict = loss_verdict(run, tool)
+        if verdict is not None:
+            _fail(run_id, verdict)
             return
         log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
-    run.attempts, run.worker_pid, run.started_at = run.attempts + 1, os.getpid(), timezone.now()
-    ToolRun.objects.filter(pk=run_id).update(
-        attempts=F("attempts") + 1, worker_pid=run.worker_pid, started_at=run.started_at
+    seen_worker, worker = run.worker_id, WorkerHeartbeat.ensure()
+    run.attempts, run.worker_pid, run.worker_id, run.started_at = run.attempts + 1, os.getpid(), worker, timezone.now()
+    # The call's stream names this worker before the run is recorded as ours: should we die
+    # in between, whoever follows the stream still learns who took it (recovery.py).
+    WorkerState.run(announce_worker(run, deadline_of(run, tool)))
+    taken = ToolRun.objects.filter(pk=run_id, worker_id=seen_worker, status__in=ToolRun.ACTIVE).update(
+        attempts=F("attempts") + 1, worker_pid=run.worker_pid, worker_id=worker, started_at=run.started_at
     )
+    if not taken:
+        return  # another worker took it between our read and now
     WorkerState.run(run_in_worker(run, tool))
 
 
@@ -103,3 +107,13 @@ def reap_stuck_runs() -> int:
         ):
             reaped += 1
     return reaped
+
+
+@shared_task(name="tools_app.tasks.recover_lost_runs")
+def recover_lost_runs() -> int:
+    """Recover runs whose worker stopped beating or that are past their deadline (MCP tasks
+    have no stream whose follower would notice; calls get a second pair of eyes)."""
+    lost = lost_runs()
+    for run_id in lost:
+        async_to_sync(recover_run)(run_id)
+    return len(lost)

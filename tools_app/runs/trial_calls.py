@@ -87,6 +87,9 @@ class RecordingLink:
     async def relay(self, after: str) -> Relayed:
         raise RuntimeError("a test call runs in this process; nothing is relayed")
 
+    async def hand_over(self, run_id: str) -> None:
+        raise RuntimeError("a test call runs in this process; nothing is handed over")
+
 
 async def _run(spec: ToolSpec, arguments: dict[str, Any]) -> TrialOutcome:
     link = RecordingLink()

@@ -91,6 +91,11 @@ def link_for(run: ToolRun) -> RelayCallLink:
     )
 
 
+async def announce_worker(run: ToolRun, deadline: float) -> None:
+    """The call's stream names ``run.worker_id`` as its producer until ``deadline``."""
+    await relay().run_producer(address_of(run), run.id, worker=run.worker_id, deadline=deadline)
+
+
 async def run_in_worker(run: ToolRun, tool: ToolSpec) -> None:
     link = link_for(run)
     link.start()
@@ -204,4 +209,4 @@ async def _stop_or_kill(
     log.error("handler of %s is still running after it was %s", ctx.tool_name, reason)
 
 
-__all__ = ["WorkerState", "run_in_worker"]
+__all__ = ["WorkerState", "announce_worker", "run_in_worker"]

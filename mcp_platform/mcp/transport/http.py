@@ -27,9 +27,11 @@ from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.host import AuthError, Identity
 from mcp_platform.mcp.jsonrpc import INVALID_REQUEST, SERVER_ERROR, SESSION_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.limits import InFlight, InputLimits
+from mcp_platform.mcp.liveness import Liveness, ProducerWatch
 from mcp_platform.mcp.sessions import Session, SessionLookup
 from mcp_platform.mcp.stateless import StatelessEngine
 from mcp_platform.mcp.transport import checks, sse
+from mcp_platform.mcp.transport.drain import Drain
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream
@@ -105,14 +107,24 @@ def _auth_problem(exc: AuthError) -> HttpProblem:
 
 
 class StreamableHttp:
-    def __init__(self, engine: Engine, stateless: StatelessEngine, events: EventStore, config: TransportConfig) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        stateless: StatelessEngine,
+        events: EventStore,
+        config: TransportConfig,
+        liveness: Liveness,
+    ) -> None:
         self.engine = engine
+        self.watch = ProducerWatch(liveness, events, engine.host.recover_run)
+        self.drain = Drain(events)
         self.stateless = StatelessHttp(
             stateless,
             events,
             keepalive_seconds=config.keepalive_seconds,
             register_listener=self._register_listener,
             authorize=self._authorize,
+            watch=self.watch,
         )
         self.events = events
         self.config = config
@@ -121,6 +133,7 @@ class StreamableHttp:
             sessions=engine.sessions,
             events=events,
             keepalive_seconds=config.keepalive_seconds,
+            drain=self.drain,
         )
         self._hub: StreamHub | None = None
         self._in_flight = InFlight(config.limits.session_max_in_flight)
@@ -304,7 +317,17 @@ class StreamableHttp:
         with self._in_flight.enter(session.id) as admitted:
             if not admitted:
                 raise self._busy()
-            stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
+            stream = PostStream(
+                responder,
+                receive,
+                self.events,
+                session,
+                self.config.keepalive_seconds,
+                self.watch,
+                self.drain,
+                request_ids=(message.id,),
+                tool_call=message.method == "tools/call",
+            )
             try:
                 # A client that goes away does not cancel the call: its result is stored for resumption.
                 await stream.finish(await self.engine.handle_request(session, identity, message, stream))
@@ -371,7 +394,6 @@ class StreamableHttp:
     async def _run_batch(
         self, session: Session, identity: Identity, payload: list[Any], receive: Receive, responder: Responder
     ) -> None:
-        stream = PostStream(responder, receive, self.events, session, self.config.keepalive_seconds)
         responses: list[dict[str, Any]] = []
         requests: list[Message] = []
         for item in payload:
@@ -391,6 +413,17 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
+        stream = PostStream(
+            responder,
+            receive,
+            self.events,
+            session,
+            self.config.keepalive_seconds,
+            self.watch,
+            self.drain,
+            request_ids=tuple(m.id for m in requests),
+            tool_call=all(m.method == "tools/call" for m in requests),
+        )
         # A batch's requests take turns on a few slots: a thousand of them must not hold a
         # thousand Redis connections and tasks of this process at once.
         turns = asyncio.Semaphore(self.config.limits.batch_concurrency)
@@ -404,7 +437,7 @@ class StreamableHttp:
             for answer in answers:
                 if isinstance(answer, Relayed):
                     # Background calls in a batch: their stored final event is the response.
-                    if answer.final_event.data:
+                    if answer.final_event is not None and answer.final_event.data:
                         responses.append(jsonrpc.parse(answer.final_event.data))
                 elif answer is not None:
                     responses.append(answer)
@@ -450,11 +483,18 @@ class StreamableHttp:
         self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder
     ) -> None:
         """Resume a stream: its events after ``after``, then live ones, until its final event
-        or the client leaves."""
+        or the client leaves. While it is quiet, its producer is checked: a stream whose
+        producer died gets its end here (``liveness``)."""
         await responder.start(200, list(sse.HEADERS))
+        self.drain.track(responder, session.id, stream_id, session.protocol_version)
+
+        async def watch() -> bool:
+            await self.watch.check(session.id, stream_id)
+            return not responder.open
 
         async def pump() -> None:
-            async for event in self.events.follow(session.id, stream_id, after):
+            follow = self.events.follow(session.id, stream_id, after, watch=watch, watch_every=self.watch.interval)
+            async for event in follow:
                 if event.data:
                     await responder.write(sse.event(event.data, event_id=event.event_id))
 

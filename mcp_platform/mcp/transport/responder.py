@@ -24,7 +24,7 @@ class RequestFailed(Exception):
 class Responder:
     """The ASGI response of one request; writes after the client left are dropped."""
 
-    __slots__ = ("_send", "disconnected", "ended", "started")
+    __slots__ = ("__weakref__", "_send", "disconnected", "ended", "started")
 
     def __init__(self, send: Send) -> None:
         self._send = send

@@ -29,6 +29,7 @@ from mcp_platform.mcp.features import RESOURCE_UPDATED, changed_lists, encode_di
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.sessions import Session, SessionStore
 from mcp_platform.mcp.transport import sse
+from mcp_platform.mcp.transport.drain import Drain
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import RETRY_MS
@@ -48,12 +49,14 @@ def _notification(method: str, params: dict[str, Any] | None = None) -> bytes:
 
 @dataclass(frozen=True)
 class StreamServices:
-    """What standalone streams use of the process: the host, the stores, the keep-alive pace."""
+    """What standalone streams use of the process: the host, the stores, the keep-alive pace
+    and the drain that ends them when the process stops."""
 
     host: ToolHost[Any]
     sessions: SessionStore
     events: EventStore
     keepalive_seconds: float
+    drain: Drain
 
 
 def _entry(event_id: str) -> tuple[int, int]:
@@ -143,6 +146,7 @@ class StandaloneStream:
                 event_id = await events.append(self.session.id, STREAM_ID, b"")
                 await self._responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
                 self.last = event_id.split(".", 1)[1]
+        self.services.drain.track(self._responder, self.session_id, STREAM_ID, self.session.protocol_version)
         hub = self._hub
         await hub.register(self)  # before comparing: any later change wakes this stream
         try:

@@ -36,6 +36,7 @@ from mcp_platform.mcp.jsonrpc import (
     JsonRpcError,
     Message,
 )
+from mcp_platform.mcp.liveness import Producer, ProducerWatch
 from mcp_platform.mcp.stateless import Envelope, StatelessEngine
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.listen import ListenStream
@@ -109,6 +110,7 @@ class StatelessResponse:
     receive: Receive
     events: EventStore
     keepalive_seconds: float
+    watch: ProducerWatch
     session_id: str = field(default_factory=lambda: _session_ids.next())
     stream_id: str = field(default_factory=lambda: _stream_ids.next())
     _sse: bool = False
@@ -131,11 +133,24 @@ class StatelessResponse:
         """Not in this revision: the answer could not be fetched again."""
 
     async def relay(self, after: str) -> Relayed:
-        async for event in self.events.follow(self.session_id, self.stream_id, after):
+        async def watch() -> bool:
+            await self.watch.check(self.session_id, self.stream_id)
+            return False  # a client that leaves cancels the call (on_disconnect)
+
+        follow = self.events.follow(
+            self.session_id, self.stream_id, after, watch=watch, watch_every=self.watch.interval
+        )
+        async for event in follow:
             if event.final:
                 return Relayed(event)
             await self._forward(event)
         raise AssertionError("event log ended without a final event")  # follow() only returns after one
+
+    async def hand_over(self, run_id: str) -> None:
+        """A worker runs the call: its death or overrun is noticed while this relays."""
+        await self.watch.liveness.claim(
+            self.session_id, self.stream_id, Producer(run_id=run_id), self.events.ttl_seconds
+        )
 
     async def _forward(self, event: StoredEvent) -> None:
         if event.data:
@@ -204,6 +219,7 @@ class StatelessHttp:
         keepalive_seconds: float,
         register_listener: Callable[[ListenStream], Any],
         authorize: Callable[[Identity, Message], None],
+        watch: ProducerWatch,
     ) -> None:
         """``authorize`` raises the transport's 403 when the credential may not send a
         method at all (an OAuth token without the scope it needs), as on the legacy leg."""
@@ -212,6 +228,7 @@ class StatelessHttp:
         self.keepalive_seconds = keepalive_seconds
         self._register_listener = register_listener
         self._authorize = authorize
+        self.watch = watch
 
     async def post(
         self,
@@ -236,7 +253,7 @@ class StatelessHttp:
         if message.method == "subscriptions/listen":
             await self._listen(identity, message, envelope, receive, responder)
             return
-        stream = StatelessResponse(responder, receive, self.events, self.keepalive_seconds)
+        stream = StatelessResponse(responder, receive, self.events, self.keepalive_seconds, self.watch)
         try:
             answer = await self.engine.handle(identity, message, envelope, stream)
             if isinstance(answer, JsonRpcError):
