@@ -29,6 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
 
 
+# Every simulated client of a bench comes from 127.0.0.1: the per-address cap, meant for one
+# real client, would refuse the thousand sessions of a fan-out or scale run.
+LOOPBACK_CLIENTS = {"TOOLBAY_MAX_CONNECTIONS_PER_CLIENT": "0"}
+
+
 def production_settings() -> dict[str, str]:
     """The production configuration's own settings (the README's and the compose file's)."""
     from cryptography.fernet import Fernet

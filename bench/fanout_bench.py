@@ -28,7 +28,7 @@ from pathlib import Path
 import redis
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
-from bench.echo_bench import BENCH_REDIS, ROOT, production_settings, start
+from bench.echo_bench import BENCH_REDIS, LOOPBACK_CLIENTS, ROOT, production_settings, start
 from bench.loadgen import Connection
 
 MARKER = b"notifications/tools/list_changed"
@@ -156,6 +156,7 @@ def main() -> None:
         "LOG_LEVEL": "WARNING",
         "MCP_SSE_KEEPALIVE_SECONDS": "60",
         **production_settings(),
+        **LOOPBACK_CLIENTS,
     }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()

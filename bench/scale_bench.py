@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from bench.background_bench import recreate_database
-from bench.echo_bench import BENCH_REDIS, ECHO, production_settings
+from bench.echo_bench import BENCH_REDIS, ECHO, LOOPBACK_CLIENTS, production_settings
 from bench.loadgen import run_load
 from bench.vs_sdk import BENCH_DATABASE_URL, Deployment
 
@@ -40,6 +40,7 @@ def main() -> None:
         "DATABASE_URL": BENCH_DATABASE_URL,
         "LOG_LEVEL": "WARNING",
         **production_settings(),
+        **LOOPBACK_CLIENTS,
     }
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
