@@ -47,6 +47,26 @@ def recreate_database() -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def production_env(**extra: str) -> dict[str, str]:
+    """A bench server's environment: the production configuration on the bench's own
+    PostgreSQL database and Redis db (``fresh_stores`` empties both)."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": BENCH_DATABASE_URL,
+        "REDIS_URL": BENCH_REDIS,
+        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
+        "LOG_LEVEL": "WARNING",
+        **production_settings(),
+        **extra,
+    }
+
+
+def fresh_stores() -> None:
+    recreate_database()
+    redis.Redis.from_url(BENCH_REDIS).flushdb()
+
+
 def call(name: str) -> dict:
     return {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": name, "arguments": {"text": "x"}}}
 
@@ -58,17 +78,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": BENCH_DATABASE_URL,
-        "REDIS_URL": BENCH_REDIS,
-        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
-        "LOG_LEVEL": "WARNING",
-        **production_settings(),
-    }
-    recreate_database()
-    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    env = production_env()
+    fresh_stores()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)

@@ -55,9 +55,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_command(kind: str, app: str, port: int) -> list[str]:
+def server_command(kind: str, app: str, port: int, *, access_log: bool = False) -> list[str]:
+    """As the Procfile runs it; ``access_log=True`` leaves the choice to the app's ACCESS_LOG."""
     if kind == "uvicorn":
-        return [
+        command = [
             sys.executable,
             "-m",
             "uvicorn",
@@ -72,8 +73,8 @@ def server_command(kind: str, app: str, port: int) -> list[str]:
             "httptools",
             "--log-level",
             "warning",
-            "--no-access-log",
         ]
+        return command if access_log else [*command, "--no-access-log"]
     if kind == "daphne":
         return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "-v", "0", app]
     raise ValueError(kind)

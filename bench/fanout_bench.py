@@ -25,10 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-import redis
-
-from bench.background_bench import BENCH_DATABASE_URL, recreate_database
-from bench.echo_bench import BENCH_REDIS, LOOPBACK_CLIENTS, ROOT, production_settings, start
+from bench.background_bench import fresh_stores, production_env
+from bench.echo_bench import LOOPBACK_CLIENTS, ROOT, start
 from bench.loadgen import Connection
 
 MARKER = b"notifications/tools/list_changed"
@@ -147,19 +145,8 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 20000), hard))
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": BENCH_DATABASE_URL,
-        "REDIS_URL": BENCH_REDIS,
-        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
-        "LOG_LEVEL": "WARNING",
-        "MCP_SSE_KEEPALIVE_SECONDS": "60",
-        **production_settings(),
-        **LOOPBACK_CLIENTS,
-    }
-    recreate_database()
-    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    env = production_env(MCP_SSE_KEEPALIVE_SECONDS="60", **LOOPBACK_CLIENTS)
+    fresh_stores()
     manage = [sys.executable, "manage.py"]
     subprocess.run([*manage, "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
     subprocess.run([*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)

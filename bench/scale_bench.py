@@ -13,15 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 from pathlib import Path
 
-import redis
-
-from bench.background_bench import recreate_database
-from bench.echo_bench import BENCH_REDIS, ECHO, LOOPBACK_CLIENTS, production_settings
+from bench.background_bench import fresh_stores, production_env
+from bench.echo_bench import ECHO, LOOPBACK_CLIENTS
 from bench.loadgen import run_load
-from bench.vs_sdk import BENCH_DATABASE_URL, Deployment
+from bench.vs_sdk import Deployment
 
 
 def main() -> None:
@@ -32,18 +29,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "REDIS_URL": BENCH_REDIS,
-        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
-        "DATABASE_URL": BENCH_DATABASE_URL,
-        "LOG_LEVEL": "WARNING",
-        **production_settings(),
-        **LOOPBACK_CLIENTS,
-    }
-    recreate_database()
-    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    env = production_env(**LOOPBACK_CLIENTS)
+    fresh_stores()
     toolbay = Deployment("toolbay", env)
     toolbay.prepare()
     toolbay.start(servers=args.servers)

@@ -16,19 +16,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import redis
-
-from bench.background_bench import recreate_database
-from bench.echo_bench import BENCH_REDIS, ROOT, free_port, production_settings, wait_for_port
+from bench.background_bench import fresh_stores, production_env
+from bench.echo_bench import ROOT, free_port, server_command, wait_for_port
 from bench.loadgen import Connection
-from bench.vs_sdk import BENCH_DATABASE_URL, Deployment, uvicorn
+from bench.vs_sdk import Deployment
 
 TOOLS = """
 from tenants.models import Tenant
@@ -95,17 +92,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "REDIS_URL": BENCH_REDIS,
-        "CHANNEL_LAYER_PREFIX": "toolbay-bench:asgi",
-        "DATABASE_URL": BENCH_DATABASE_URL,
-        "LOG_LEVEL": "WARNING",
-        **production_settings(),
-    }
-    recreate_database()
-    redis.Redis.from_url(BENCH_REDIS).flushdb()
+    env = production_env()
+    fresh_stores()
     toolbay = Deployment("toolbay", env)
     toolbay.prepare()
     subprocess.run(
@@ -119,7 +107,7 @@ def main() -> None:
         toolbay.stop()
     port = free_port()
     sdk = subprocess.Popen(
-        uvicorn("bench.sdk_server:app", port, access_log=False),
+        server_command("uvicorn", "bench.sdk_server:app", port),
         cwd=ROOT,
         env={**env, "BENCH_SDK_TOOLS": str(args.tools)},
         stdout=subprocess.DEVNULL,

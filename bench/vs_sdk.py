@@ -36,34 +36,13 @@ from typing import Any
 import redis
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
-from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, production_settings, wait_for_port
+from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, production_settings, server_command, wait_for_port
 from bench.loadgen import LoadResult, run_load
 
 LIMITS = """
 from tenants.models import Tenant
 Tenant.objects.filter(slug="demo").update(calls_per_minute=100_000_000, max_concurrent_calls=100_000)
 """
-
-
-def uvicorn(app: str, port: int, *, access_log: bool) -> list[str]:
-    # As the Procfile runs it; --no-access-log only where the peer runs without one.
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        app,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--loop",
-        "uvloop",
-        "--http",
-        "httptools",
-        "--log-level",
-        "warning",
-    ]
-    return command if access_log else [*command, "--no-access-log"]
 
 
 class Deployment:
@@ -94,7 +73,9 @@ class Deployment:
     def start(self, servers: int = 1) -> None:
         """``servers`` uvicorn processes (each on its own port, ``urls``) and one audit writer."""
         ports = [free_port() for _ in range(servers)]
-        commands = [uvicorn("mcp_platform.asgi:application", port, access_log=True) for port in ports]  # ACCESS_LOG
+        commands = [
+            server_command("uvicorn", "mcp_platform.asgi:application", port, access_log=True) for port in ports
+        ]  # ACCESS_LOG
         for command in (*commands, [sys.executable, "manage.py", "audit_writer"]):
             self.processes.append(
                 subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -165,7 +146,7 @@ def main() -> None:
         deployment.prepare()
 
     port = free_port()
-    sdk_command = uvicorn("bench.sdk_server:app", port, access_log=False)
+    sdk_command = server_command("uvicorn", "bench.sdk_server:app", port)
     results: dict[tuple[str, int], LoadResult] = {}
     cpu: dict[tuple[str, int], float | None] = {}
     for n in args.sessions:

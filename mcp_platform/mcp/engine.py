@@ -17,7 +17,8 @@ from redis.asyncio import Redis
 from mcp_platform.mcp import jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.calls import Layer, Relayed, Stream, StreamCallLink, request_key
 from mcp_platform.mcp.cursor import CursorCodec
-from mcp_platform.mcp.features import CAPABILITIES, legacy
+from mcp_platform.mcp.features import CAPABILITIES, legacy, tools
+from mcp_platform.mcp.features.paging import Pager
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
@@ -62,6 +63,7 @@ class Engine:
         self.layer = layer
         self.cursors = cursors
         self.config = config
+        self.pager = Pager(cursors, config.page_size)
         self._methods: dict[
             str, Callable[[Session, Identity, Message, Stream], Awaitable[dict[str, Any] | Relayed | None]]
         ] = {
@@ -171,40 +173,17 @@ class Engine:
         await self.sessions.save(session)
         return {}
 
-    def _offset(self, message: Message, scope: str) -> int:
-        """Where a paginated list continues: 0 without a cursor; -32602 for one we did not issue."""
-        cursor = message.params.get("cursor")
-        if cursor is None:
-            return 0
-        try:
-            return self.cursors.decode(cursor, scope=scope)
-        except (ValueError, TypeError):
-            raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
-
     async def _tools_list(
         self, session: Session, identity: Identity, message: Message, stream: Stream
     ) -> dict[str, Any]:
-        scope = f"tools/list:{identity.subject}"
-        offset = self._offset(message, scope)
-        tools = await self.host.list_tools(identity)
-        end = offset + self.config.page_size
-        result: dict[str, Any] = {"tools": tools[offset:end]}
-        if end < len(tools):
-            result["nextCursor"] = self.cursors.encode(end, scope=scope)
-        return result
+        listed = await self.host.list_tools(identity)
+        return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
 
     async def _tools_call(
         self, session: Session, identity: Identity, message: Message, stream: Stream
     ) -> dict[str, Any] | Relayed | None:
         params = message.params
-        name = params.get("name")
-        if not isinstance(name, str) or not name:
-            raise JsonRpcError(INVALID_PARAMS, "tools/call needs params.name (a string)")
-        arguments = params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise JsonRpcError(INVALID_PARAMS, "params.arguments must be an object")
+        name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
         task = params.get("task")
         if task is not None and not isinstance(task, dict):
@@ -283,7 +262,7 @@ class Engine:
         self, session: Session, identity: Identity, message: Message, stream: Stream
     ) -> dict[str, Any]:
         scope = f"tasks/list:{identity.subject}"
-        offset = self._offset(message, scope)
+        offset = self.pager.offset(message.params, scope)
         tasks, more = await self.host.list_tasks(identity, offset, self.config.page_size)
         result: dict[str, Any] = {"tasks": tasks}
         if more:

@@ -29,7 +29,7 @@ from mcp_platform.mcp.calls import (
     Stream,
 )
 from mcp_platform.mcp.cursor import CursorCodec
-from mcp_platform.mcp.features import completion, prompts, resources
+from mcp_platform.mcp.features import completion, prompts, resources, tools
 from mcp_platform.mcp.features.paging import Pager
 from mcp_platform.mcp.host import Identity, Requester, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, JsonRpcError, Message
@@ -207,21 +207,14 @@ class StatelessEngine:
     async def _tools_list(
         self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
     ) -> dict[str, Any]:
-        tools = await self.host.list_tools(identity)
-        return self.pager.page(tools, message.params, key="tools", scope=f"tools/list:{identity.subject}")
+        listed = await self.host.list_tools(identity)
+        return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
 
     async def _tools_call(
         self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
     ) -> dict[str, Any] | None:
         params = message.params
-        name = params.get("name")
-        if not isinstance(name, str) or not name:
-            raise JsonRpcError(INVALID_PARAMS, "tools/call needs params.name (a string)")
-        arguments = params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            raise JsonRpcError(INVALID_PARAMS, "params.arguments must be an object")
+        name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
         tasks = envelope.has_extension(TASKS_EXTENSION)
         if support == "required" and not tasks:

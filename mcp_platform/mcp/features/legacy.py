@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol
 
 from mcp_platform.mcp.calls import Stream, StreamCallLink
-from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.features import completion, prompts, resources
 from mcp_platform.mcp.features.paging import Pager
 from mcp_platform.mcp.host import Identity, Requester, ToolHost
@@ -17,18 +16,10 @@ from mcp_platform.mcp.sessions import Session, SessionStore
 Method = Callable[[Session, Identity, Message, Stream], Awaitable[dict[str, Any]]]
 
 
-class _Config(Protocol):
-    @property
-    def page_size(self) -> int: ...
-
-
 class EngineParts(Protocol):
     host: ToolHost[Any]
     sessions: SessionStore
-    cursors: CursorCodec
-
-    @property
-    def config(self) -> _Config: ...
+    pager: Pager
 
     def call_link(self, session: Session, message: Message, stream: Stream) -> StreamCallLink: ...
 
@@ -47,7 +38,7 @@ class SessionSubscriptions:
 
 def methods(engine: EngineParts) -> dict[str, Method]:
     host = engine.host
-    pager = Pager(engine.cursors, engine.config.page_size)
+    pager = engine.pager
 
     @contextlib.contextmanager
     def requester(session: Session, message: Message, stream: Stream) -> Iterator[Requester]:

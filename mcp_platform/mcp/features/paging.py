@@ -14,15 +14,19 @@ class Pager:
     cursors: CursorCodec
     page_size: int
 
+    def offset(self, params: dict[str, Any], scope: str) -> int:
+        """Where a list continues: 0 without a cursor; -32602 for one not issued for ``scope``."""
+        cursor = params.get("cursor")
+        if cursor is None:
+            return 0
+        try:
+            return self.cursors.decode(cursor, scope=scope)
+        except (ValueError, TypeError):
+            raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+
     def page(self, items: list[dict[str, Any]], params: dict[str, Any], *, key: str, scope: str) -> dict[str, Any]:
         """``{key: <this page>, "nextCursor"?: …}``; a cursor not issued for ``scope`` is -32602."""
-        cursor = params.get("cursor")
-        offset = 0
-        if cursor is not None:
-            try:
-                offset = self.cursors.decode(cursor, scope=scope)
-            except (ValueError, TypeError):
-                raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
+        offset = self.offset(params, scope)
         end = offset + self.page_size
         result: dict[str, Any] = {key: items[offset:end]}
         if end < len(items):

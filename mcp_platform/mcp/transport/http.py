@@ -317,17 +317,7 @@ class StreamableHttp:
         with self._in_flight.enter(session.id) as admitted:
             if not admitted:
                 raise self._busy()
-            stream = PostStream(
-                responder,
-                receive,
-                self.events,
-                session,
-                self.config.keepalive_seconds,
-                self.watch,
-                self.drain,
-                request_ids=(message.id,),
-                tool_call=message.method == "tools/call",
-            )
+            stream = self._post_stream(session, receive, responder, [message])
             try:
                 # A client that goes away does not cancel the call: its result is stored for resumption.
                 await stream.finish(await self.engine.handle_request(session, identity, message, stream))
@@ -335,6 +325,22 @@ class StreamableHttp:
                 raise RequestFailed(message.id) from exc
             finally:
                 stream.stop()
+
+    def _post_stream(
+        self, session: Session, receive: Receive, responder: Responder, requests: list[Message]
+    ) -> PostStream:
+        """The answer stream of a POST carrying ``requests`` (one, or a batch's)."""
+        return PostStream(
+            responder,
+            receive,
+            self.events,
+            session,
+            self.config.keepalive_seconds,
+            self.watch,
+            self.drain,
+            request_ids=tuple(m.id for m in requests),
+            tool_call=all(m.method == "tools/call" for m in requests),
+        )
 
     def _busy(self) -> HttpProblem:
         limit = self.config.limits.session_max_in_flight
@@ -413,17 +419,7 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
-        stream = PostStream(
-            responder,
-            receive,
-            self.events,
-            session,
-            self.config.keepalive_seconds,
-            self.watch,
-            self.drain,
-            request_ids=tuple(m.id for m in requests),
-            tool_call=all(m.method == "tools/call" for m in requests),
-        )
+        stream = self._post_stream(session, receive, responder, requests)
         # A batch's requests take turns on a few slots: a thousand of them must not hold a
         # thousand Redis connections and tasks of this process at once.
         turns = asyncio.Semaphore(self.config.limits.batch_concurrency)
