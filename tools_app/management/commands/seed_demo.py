@@ -12,13 +12,7 @@ from mcp_platform.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
 from tools_app.catalog.models import AccessRule
-from tools_app.catalog.services import (
-    access_rule_grant_pattern,
-    prompt_install,
-    resource_install,
-    resource_template_install,
-    tool_install,
-)
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_install
 from tools_app.packs import PACKS
 
 ADMIN_USERNAME = "admin"
@@ -41,14 +35,8 @@ class Command(AuditedCommand):
         )
         for name, tenant in (("demo", demo), ("conformance", conformance)):
             pack = PACKS[name]
-            for tool in pack.tools:
-                tool_install(definition=tool, tags=[name])
-            for resource in pack.resources:
-                resource_install(definition=resource, tags=[name])
-            for template in pack.templates:
-                resource_template_install(definition=template, tags=[name])
-            for prompt in pack.prompts:
-                prompt_install(definition=prompt, tags=[name])
+            for definition in pack.entries():
+                catalog_entry_install(definition=definition, tags=[name])
             for kind in (AccessRule.Kind.TOOL, AccessRule.Kind.RESOURCE, AccessRule.Kind.PROMPT):
                 access_rule_grant_pattern(
                     tenant=tenant, pattern=f"tag:{name}", kind=kind, note=f"seed_demo: the {name} pack"
