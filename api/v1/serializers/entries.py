@@ -40,11 +40,12 @@ class CatalogEntrySerializer(serializers.ModelSerializer):
     mcp = serializers.SerializerMethodField(help_text="As MCP clients see it in their lists.")
 
     class Meta:
+        model: type[CatalogEntry]  # set by each kind
         validators: list[Any] = []  # catalog_entry_check says which catalog a name clashes in
         read_only_fields = ["id", "version", "created_at", "updated_at"]
 
     def _what(self) -> str:
-        return str(self.Meta.model._meta.verbose_name)  # type: ignore[attr-defined]
+        return str(self.Meta.model._meta.verbose_name)
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_mcp(self, entry: Any) -> dict[str, Any]:
@@ -73,16 +74,15 @@ class CatalogEntrySerializer(serializers.ModelSerializer):
         """The entry as it would be saved (for a dry run): a new one, or a changed copy."""
         data = dict(self.validated_data)
         if self.instance is None:
-            return self.Meta.model(**data)  # type: ignore[attr-defined, no-any-return]
-        entry = copy.copy(self.instance)
+            return self.Meta.model(**data)
+        entry: CatalogEntry = copy.copy(self.instance)
         for name, value in data.items():
             setattr(entry, name, value)
         return entry
 
     def create(self, validated_data: dict[str, Any]) -> CatalogEntry:
         tenant = validated_data.pop("tenant")
-        model = self.Meta.model  # type: ignore[attr-defined]
-        return catalog_services.catalog_entry_create(model=model, tenant=tenant, fields=validated_data)
+        return catalog_services.catalog_entry_create(model=self.Meta.model, tenant=tenant, fields=validated_data)
 
     def update(self, instance: CatalogEntry, validated_data: dict[str, Any]) -> CatalogEntry:
         validated_data.pop("tenant", None)
