@@ -22,8 +22,7 @@ from typing import Any
 
 from authlib.common.security import generate_token
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -68,7 +67,6 @@ def _groups(claims: dict[str, Any]) -> list[str]:
 
 
 def _username_for(claims: dict[str, Any]) -> str:
-    User = get_user_model()
     base = str(claims.get("preferred_username") or claims.get("email") or claims["sub"])[:140]
     candidate, n = base, 1
     while User.objects.filter(username=candidate).exists():
@@ -78,9 +76,8 @@ def _username_for(claims: dict[str, Any]) -> str:
 
 
 def _link_or_create(*, issuer: str, claims: dict[str, Any]) -> StaffIdentity:
-    User = get_user_model()
     email = str(claims.get("email") or "")
-    user: AbstractUser | None = None
+    user: User | None = None
     if settings.TOOLBAY_SSO_LINK_BY_EMAIL and email and claims.get("email_verified") is True:
         matches = list(User.objects.filter(email__iexact=email, staff_identity__isnull=True)[:2])
         if len(matches) == 1:
@@ -99,8 +96,12 @@ def _sync_memberships(identity: StaffIdentity, wanted: Entitlements) -> None:
     tenants = {tenant.slug: tenant for tenant in Tenant.objects.filter(slug__in=list(wanted.tenant_roles))}
     for slug in sorted(set(wanted.tenant_roles) - set(tenants)):
         logger.warning("TOOLBAY_SSO_ROLE_MAP names tenant %r, which does not exist", slug)
-    granted = {grant.membership.tenant_id: grant.membership for grant in identity.memberships.select_related("membership")}
-    by_hand = set(Membership.objects.filter(user=user).exclude(tenant_id__in=list(granted)).values_list("tenant_id", flat=True))
+    granted = {
+        grant.membership.tenant_id: grant.membership for grant in identity.memberships.select_related("membership")
+    }
+    by_hand = set(
+        Membership.objects.filter(user=user).exclude(tenant_id__in=list(granted)).values_list("tenant_id", flat=True)
+    )
     for slug, tenant in tenants.items():
         role = wanted.tenant_roles[slug]
         membership = granted.pop(tenant.pk, None)
@@ -131,7 +132,7 @@ def _sync_flags(identity: StaffIdentity, wanted: Entitlements) -> None:
 
 
 @transaction.atomic
-def staff_sign_in(*, issuer: str, claims: dict[str, Any]) -> AbstractUser:
+def staff_sign_in(*, issuer: str, claims: dict[str, Any]) -> User:
     """The user these verified ID token claims sign in as, with roles as their groups say.
     Raises SsoError when the user may not sign in."""
     identity = (
