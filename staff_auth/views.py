@@ -65,8 +65,8 @@ def sso_callback(request: HttpRequest) -> HttpResponse:
     try:
         attempt = services.sign_in_consume(state=state)
         if "error" in request.GET:
-            detail = request.GET.get("error_description") or request.GET["error"]
-            return _failed(request, f"The sign-in provider refused the sign-in: {detail}", status=403)
+            detail = " ".join(filter(None, (request.GET["error"], request.GET.get("error_description", ""))))
+            return _failed(request, f"The sign-in provider refused the sign-in ({detail}).", status=403)
         # RFC 9207: a provider that names itself must be ours (mix-up defence).
         if "iss" in request.GET and request.GET["iss"] != settings.TOOLBAY_SSO_ISSUER:
             return _failed(request, "The answer came from another sign-in provider.")

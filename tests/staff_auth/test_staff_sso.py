@@ -231,3 +231,29 @@ def test_id_token_checks(sso: Provider) -> None:
         with pytest.raises(SsoError) as error:
             verify_id_token(token, nonce="n1")
         assert reason in str(error.value), (case, str(error.value))
+
+
+@pytest.mark.django_db
+def test_the_sign_in_pages_offer_sso_only_when_configured(sso: Provider, settings: Any) -> None:
+    for page in ("/console/login/", "/admin/login/", "/oauth/login/"):
+        assert 'href="/staff/sso/login/' in Client().get(page).content.decode()
+    settings.TOOLBAY_SSO_ISSUER = ""
+    assert "/staff/sso/login/" not in Client().get("/console/login/").content.decode()
+    assert Client().get("/staff/sso/login/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_sign_in_cancelled_at_the_provider_signs_no_one_in(sso: Provider) -> None:
+    client = Client()
+    start = client.get("/staff/sso/login/")
+    with httpx.Client(timeout=10) as browser:
+        page = browser.get(start["Location"], follow_redirects=True)
+        abort = re.search(r'href="([^"]+/abort)"', page.text)
+        assert abort is not None, page.text
+        back = browser.get(urljoin(str(page.url), html.unescape(abort.group(1))), follow_redirects=False)
+        while not back.headers["location"].startswith(REDIRECT_URI):
+            back = browser.get(urljoin(str(back.url), back.headers["location"]), follow_redirects=False)
+    parts = urlsplit(back.headers["location"])
+    answer = client.get(f"{parts.path}?{parts.query}")
+    assert answer.status_code == 403 and "access_denied" in answer.content.decode()
+    assert _user_id(client) is None
