@@ -4,10 +4,15 @@ Redis, so every process sees it), with a clear message and an audit event; sign-
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client
 
 from audit.models import AuditEvent
@@ -54,6 +59,36 @@ def test_twelve_wrong_passwords_then_the_right_one_is_refused(operator: Any) -> 
     other = Client()
     assert _sign_in(other, "right-password", address="192.0.2.7").status_code == 302
     assert _signed_in(other)
+
+
+# Another process (another web server) failing sign-ins for the same address and account.
+FAIL_ELSEWHERE = """
+import django
+django.setup()
+from django.contrib.auth import authenticate
+from django.test import RequestFactory
+request = RequestFactory().post("/console/login/", REMOTE_ADDR="127.0.0.1")
+for _ in range(4):
+    assert authenticate(request, username="olga", password="wrong") is None
+"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_failures_in_other_processes_count_too(operator: Any) -> None:
+    client = Client()
+    for _ in range(6):
+        _sign_in(client, "wrong")
+    db = connection.settings_dict
+    database_url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "TOOLBAY_TEST_DATABASE_URL": database_url,
+        "TOOLBAY_TEST_REDIS_URL": django_settings.REDIS_URL,
+    }
+    subprocess.run([sys.executable, "-c", FAIL_ELSEWHERE], env=env, check=True, timeout=60)
+    # Six failures here and four there: the address's tenth.
+    assert "Too many failed sign-ins from this address" in _sign_in(client, "right-password").content.decode()
 
 
 def test_the_admin_sign_in_page_says_so_too(operator: Any) -> None:
