@@ -17,12 +17,14 @@ hand; SSO takes back only what it granted. Membership changes are audited like a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from authlib.common.security import generate_token
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,6 +33,7 @@ from staff_auth.oidc import SsoError
 from staff_auth.roles import Entitlements, entitlements_for, parse_role_map
 from tenants.models import Membership, Tenant
 from tenants.scope import role_rank
+from tenants.services import membership_add, membership_change_role, membership_remove
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +110,28 @@ def _sync_memberships(identity: StaffIdentity, wanted: Entitlements) -> None:
         membership = granted.pop(tenant.pk, None)
         if membership is not None:
             if membership.role != role:
-                membership.role = role
-                membership.save(update_fields=["role"])
+                _keeping_last_owner(membership_change_role, membership=membership, role=role)
         elif tenant.pk not in by_hand:
-            membership = Membership.objects.create(user=user, tenant=tenant, role=role)
+            membership = membership_add(tenant=tenant, user=user, role=role)
             SsoMembership.objects.create(membership=membership, identity=identity)
     for membership in granted.values():  # the group that granted it is gone
-        membership.delete()
+        _keeping_last_owner(membership_remove, membership=membership)
+
+
+def _keeping_last_owner(change: Callable[..., object], *, membership: Membership, **kwargs: str) -> None:
+    # A tenant keeps its last owner even when the owner's group is gone: someone must be able
+    # to administer it. The next sign-in after another owner exists takes the role back.
+    try:
+        change(membership=membership, **kwargs)
+    except ValidationError:
+        logger.warning("SSO kept %s: it is the tenant's last owner", membership)
 
 
 def _sync_flags(identity: StaffIdentity, wanted: Entitlements) -> None:
     user = identity.user
     granted_roles = Membership.objects.filter(sso_grant__identity=identity).values_list("role", flat=True)
     needs_staff = wanted.platform_admin or any(role_rank(role) >= role_rank(STAFF_ROLE) for role in granted_roles)
+    flags_before = (user.is_staff, user.is_superuser)
     if wanted.platform_admin and not user.is_superuser:
         user.is_superuser, identity.granted_superuser = True, True
     elif not wanted.platform_admin and identity.granted_superuser:
@@ -128,7 +140,9 @@ def _sync_flags(identity: StaffIdentity, wanted: Entitlements) -> None:
         user.is_staff, identity.granted_staff = True, True
     elif not needs_staff and identity.granted_staff:
         user.is_staff, identity.granted_staff = False, False
-    user.save(update_fields=["is_staff", "is_superuser"])
+    # Saving a user tells every tenant it belongs to that something changed: only when it did.
+    if (user.is_staff, user.is_superuser) != flags_before:
+        user.save(update_fields=["is_staff", "is_superuser"])
 
 
 @transaction.atomic

@@ -96,6 +96,7 @@ def sso(oidc_provider: Provider, settings: Any) -> Provider:
         "toolbay-admins": "platform-admin",
         "acme-operators": "acme:operator",
         "acme-admins": ["acme:admin"],
+        "acme-owners": "acme:owner",
         "globex-viewers": "globex:viewer",
     }
     return oidc_provider

@@ -21,6 +21,7 @@ from django.test import Client
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from audit.models import AuditEvent
 from staff_auth.models import SsoMembership, SsoSignIn, StaffIdentity
 from staff_auth.oidc import SsoError, verify_id_token
 from tenants.models import Membership
@@ -257,3 +258,19 @@ def test_a_sign_in_cancelled_at_the_provider_signs_no_one_in(sso: Provider) -> N
     answer = client.get(f"{parts.path}?{parts.query}")
     assert answer.status_code == 403 and "access_denied" in answer.content.decode()
     assert _user_id(client) is None
+
+
+@pytest.mark.django_db
+def test_sso_keeps_a_tenants_last_owner_and_audits_what_it_changes(sso: Provider, acme: Any) -> None:
+    sso.set_accounts({"olive": {"email": "olive@example.com", "email_verified": True, "groups": ["acme-owners"]}})
+    client = Client()
+    client.get(_provider_sign_in(client, "olive"))
+    user = get_user_model().objects.get(pk=_user_id(client))
+    membership = Membership.objects.get(user=user, tenant=acme)
+    assert membership.role == "owner"
+    assert AuditEvent.objects.filter(object_type="tenants.Membership", object_id=str(membership.pk)).exists()
+
+    sso.set_accounts({"olive": {"email": "olive@example.com", "email_verified": True, "groups": []}})
+    client = Client()
+    assert client.get(_provider_sign_in(client, "olive")).status_code == 302
+    assert Membership.objects.get(user=user, tenant=acme).role == "owner"  # nobody else could run acme
