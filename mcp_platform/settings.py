@@ -360,6 +360,8 @@ TOOLBAY_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("TOOLBAY_LOGIN_MAX_FAILURES_PER
 TOOLBAY_LOGIN_COOLOFF_SECONDS = env_int("TOOLBAY_LOGIN_COOLOFF_SECONDS", 900, minimum=1)
 # Staff SSO through an OpenID Connect provider; off while the issuer or client id is empty.
 TOOLBAY_SSO_ISSUER = env_str("TOOLBAY_SSO_ISSUER", "").strip()
+if TOOLBAY_SSO_ISSUER and not DEBUG and not TOOLBAY_SSO_ISSUER.startswith("https://"):
+    raise ImproperlyConfigured(f"TOOLBAY_SSO_ISSUER must be an https:// URL with DEBUG=0, got {TOOLBAY_SSO_ISSUER!r}")
 TOOLBAY_SSO_CLIENT_ID = env_str("TOOLBAY_SSO_CLIENT_ID", "").strip()
 TOOLBAY_SSO_CLIENT_SECRET = env_str("TOOLBAY_SSO_CLIENT_SECRET", "")
 TOOLBAY_SSO_SCOPES = env_str("TOOLBAY_SSO_SCOPES", "openid email profile groups")
