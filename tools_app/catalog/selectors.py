@@ -4,6 +4,7 @@ tools, resources, templates, prompts and rules a signed-in user manages (through
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
@@ -35,7 +36,13 @@ def tools_available_to(tenant_id: int) -> QuerySet[Tool]:
 
 
 def rules_for_tenant(tenant_id: int) -> QuerySet[AccessRule]:
-    return AccessRule.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+    """The enabled rules that can apply to the tenant's callers (a disabled rule applies to no one)."""
+    return AccessRule.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id), enabled=True)
+
+
+def platform_rules_targeting(tools: Iterable[Tool]) -> QuerySet[AccessRule]:
+    """The platform rules that target these tools by id (not by pattern or tag)."""
+    return AccessRule.objects.filter(tool__in=list(tools), owner__isnull=True).select_related("tool").order_by("pk")
 
 
 def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:
