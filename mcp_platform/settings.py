@@ -345,7 +345,8 @@ TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT = env_int("TOOLBAY_OAUTH_MAX_CLIENTS_PER_TE
 # (/.well-known/oauth-protected-resource) serves; empty: it answers 404.
 TOOLBAY_OAUTH_ROOT_TENANT = env_str("TOOLBAY_OAUTH_ROOT_TENANT", "").strip()
 
-# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
+# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set; empty: open with
+# DEBUG=1, 403 to everyone with DEBUG=0.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # "plain" text lines or "json" (one object per line, with request/session/call ids).

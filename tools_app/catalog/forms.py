@@ -148,7 +148,7 @@ class ToolForm(forms.ModelForm[Tool]):
         cleaned = self.cleaned_data
         self._check_name_is_free(cleaned)
         if self.check_platform_rules:
-            changes = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
+            changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
             try:
                 tool_check_platform_rules(tool=self.instance, changes=changes)
             except ValidationError as exc:
