@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 
 from audit.models import AuditEvent
 from tenants.models import ApiKey, Tenant
+from tenants.services import membership_set
 from tests.credentials import authenticate, principal_of, visible_names
 from tools_app.catalog.cache import TenantTools
 from tools_app.catalog.models import AccessRule, Tool
@@ -217,18 +218,13 @@ def test_the_admin_refuses_a_tenant_admin_deleting_it(admin_site, guarded) -> No
     assert AccessRule.objects.filter(pk=rule.pk).exists()
 
 
-def test_the_admin_refuses_a_tenant_admin_renaming_it(admin_site, acme, guarded) -> None:
-    tool, _ = guarded
-    page = admin_site.get(admin_url("tools_app_tool_change", tool.pk))
-    data = {
-        name: value
-        for name, value in page.context["adminform"].form.initial.items()
-        if name in page.context["adminform"].form.fields
-    }
+def change_in_admin(client: Client, tool: Tool, **fields: Any) -> Any:
+    """POST the tool's change form as it stands, with ``fields`` changed."""
+    form = client.get(admin_url("tools_app_tool_change", tool.pk)).context["adminform"].form
+    data = {name: value for name, value in form.initial.items() if name in form.fields}
     data.update(
         {
-            "tenant": acme.pk,
-            "name": "wire-money-old",
+            "tenant": tool.tenant_id,
             "input_schema": '{"type": "object"}',
             "output_schema": "",
             "icons": "[]",
@@ -240,14 +236,28 @@ def test_the_admin_refuses_a_tenant_admin_renaming_it(admin_site, acme, guarded)
             "destructive_hint": "unknown",
             "idempotent_hint": "unknown",
             "open_world_hint": "unknown",
+            **fields,
         }
     )
-    response = admin_site.post(admin_url("tools_app_tool_change", tool.pk), data)
+    return client.post(admin_url("tools_app_tool_change", tool.pk), data)
+
+
+@pytest.mark.parametrize("change", ["rename", "move"])
+def test_the_admin_refuses_a_tenant_admin_renaming_or_moving_it(
+    admin_site, acme_admin, globex, guarded, change: str
+) -> None:
+    tool, _ = guarded
+    membership_set(tenant=globex, user=acme_admin, role="admin")  # acme's admin runs globex too
+    fields = {"name": "wire-money-old"} if change == "rename" else {"tenant": globex.pk}
+    response = change_in_admin(admin_site, tool, **fields)
     assert response.status_code == 200
-    errors = response.context["adminform"].form.errors
-    assert "cannot be renamed" in errors["name"][0]
+    assert "cannot be renamed or moved" in response.context["adminform"].form.errors["name"][0]
     tool.refresh_from_db()
-    assert tool.name == "wire-money"
+    assert (tool.name, tool.tenant_id) == ("wire-money", guarded[1].tenant_id)
+    # Other changes stay the tenant's to make.
+    assert change_in_admin(admin_site, tool, title="Wire money").status_code == 302
+    tool.refresh_from_db()
+    assert tool.title == "Wire money"
 
 
 def policy(tenant: Tenant, key: ApiKey, name: str) -> str:
