@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 UNKNOWN_TOOL = "(unknown)"
-# Distinct (tenant, tool name) pairs counted between scrapes before further new names count as
+# Distinct (tenant, tool name, outcome) counters kept between scrapes before further new names count as
 # UNKNOWN_TOOL: a bound on memory when nobody scrapes (each scrape folds unknown names away).
 MAX_TOOL_KEYS = 10_000
 
