@@ -217,3 +217,12 @@ def test_the_mcp_engine_imports_its_counter_without_django_set_up():
     env = {key: value for key, value in __import__("os").environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     code = "import mcp_platform.mcp.transport.standalone, sys; sys.exit('django.apps' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR).returncode == 0
+
+
+def test_a_process_nobody_scrapes_holds_a_bounded_number_of_names(acme, monkeypatch):
+    monkeypatch.setattr("mcp_platform.metrics.MAX_TOOL_KEYS", 3)
+    for number in range(20):
+        journal.append_now(_row(acme, f"made-up-{number}", "denied", None))
+    calls, _ = CALLS.snapshot()
+    assert len(calls) == 4  # three names, then one series for every later one
+    assert calls[(acme.pk, "(unknown)", "denied")] == 17
