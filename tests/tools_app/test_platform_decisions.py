@@ -159,9 +159,13 @@ def test_the_platform_admin_narrows_and_enables_the_rule_again(
     assert list(listing.context["cl"].result_list) == [rule]
 
     successor, _ = make_key(acme, "successor")
-    rule.api_keys.set([successor])
-    rule.enabled = True
-    rule.save()
+    data = {
+        "effect": "allow", "tool": rule.tool_id, "kind": "tool", "tool_pattern": "", "tenant": "", "owner": "",
+        "api_keys": [successor.pk], "oauth_subjects": "", "oauth_groups": "", "scopes": "", "confirmation": "",
+        "enabled": "on", "note": "",
+    }  # fmt: skip
+    response = admin_client.post(admin_url("tools_app_accessrule_change", rule.pk), data)
+    assert response.status_code == 302, response.context and response.context["adminform"].form.errors
     assert sees(acme, successor) == ["payroll"]
 
 
