@@ -376,7 +376,8 @@ TOOLBAY_SSO_CREATE_USERS = env_bool("TOOLBAY_SSO_CREATE_USERS", True)
 TOOLBAY_SSO_PASSWORD_LOGIN = env_bool("TOOLBAY_SSO_PASSWORD_LOGIN", True)
 TOOLBAY_SSO_BREAK_GLASS_USERNAME = env_str("TOOLBAY_SSO_BREAK_GLASS_USERNAME", "").strip()
 
-# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
+# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set; empty: open with
+# DEBUG=1, 403 to everyone with DEBUG=0.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # "plain" text lines or "json" (one object per line, with request/session/call ids).
