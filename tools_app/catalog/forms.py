@@ -15,7 +15,7 @@ from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
-from tools_app.catalog.services import catalog_key_clash
+from tools_app.catalog.services import catalog_key_clash, tool_check_platform_rules
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -137,6 +137,9 @@ class ToolForm(CatalogEntryForm):
         "comes from the select above.",
     )
 
+    # Set by the admin for tenant admins: they may not rename or move a tool platform rules target.
+    check_platform_rules: ClassVar[bool] = False
+
     class Meta:
         model = Tool
         fields = "__all__"
@@ -167,6 +170,12 @@ class ToolForm(CatalogEntryForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        if self.check_platform_rules:
+            changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
+            try:
+                tool_check_platform_rules(tool=self.instance, changes=changes)
+            except ValidationError as exc:
+                self.add_error(None, exc)
         config = cleaned.get("backend_config")
         if cleaned.get("backend_kind") == Tool.Backend.PYTHON and isinstance(config, dict):
             handler = cleaned.get("handler")

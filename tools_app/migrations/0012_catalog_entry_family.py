@@ -13,7 +13,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("tenants", "0002_tenant_api_keys_enabled"),
-        ("tools_app", "0010_run_worker_heartbeat_id"),
+        ("tools_app", "0011_access_rule_enabled"),
     ]
 
     operations = [
