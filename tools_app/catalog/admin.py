@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.db.models import Field, QuerySet
+from django.db.models import QuerySet
 from django.forms import ModelChoiceField, ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -64,14 +64,28 @@ class ManagedByFilter(_PlatformOrTenantFilter):
     sides = (("platform", "Platform"), ("tenant", "A tenant"))
 
 
-def _require_tenant_for_tenant_admins(db_field: Field[Any, Any], request: HttpRequest, kwargs: dict[str, Any]) -> None:
-    # Tenant admins never make platform-wide objects: the tenant is not optional for them.
-    if db_field.name == "tenant" and not tenant_scope(request).platform:
-        kwargs["required"] = True
+class _CatalogScopedAdmin(TenantScopedAdmin):
+    """What the rule and entry screens share: a tenant admin must pick a tenant, and the form
+    knows whether a tenant admin fills it in (``by_tenant_admin``)."""
+
+    def formfield_for_foreignkey(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField[Any] | None:
+        # Tenant admins never make platform-wide objects: the tenant is not optional for them.
+        if db_field.name == "tenant" and not tenant_scope(request).platform:
+            kwargs["required"] = True
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Any]]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.by_tenant_admin = not tenant_scope(request).platform  # type: ignore[attr-defined]
+        return form
 
 
 @admin.register(AccessRule)
-class AccessRuleAdmin(TenantScopedAdmin):
+class AccessRuleAdmin(_CatalogScopedAdmin):
     tenant_lookup = "owner"
     tenant_id_attr = "owner_id"
 
@@ -127,19 +141,6 @@ class AccessRuleAdmin(TenantScopedAdmin):
             return (*self.list_filter, ManagedByFilter)
         return self.list_filter
 
-    def get_form(
-        self, request: HttpRequest, obj: AccessRule | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm[AccessRule]]:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.owned_by_tenant = not tenant_scope(request).platform  # type: ignore[attr-defined]
-        return form
-
-    def formfield_for_foreignkey(
-        self, db_field: Any, request: HttpRequest, **kwargs: Any
-    ) -> ModelChoiceField[Any] | None:
-        _require_tenant_for_tenant_admins(db_field, request, kwargs)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
     def save_model(self, request: HttpRequest, obj: AccessRule, form: ModelForm[AccessRule], change: bool) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
@@ -166,7 +167,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
         return ", ".join(parts) or "-"
 
 
-class CatalogEntryAdmin(TenantScopedAdmin):
+class CatalogEntryAdmin(_CatalogScopedAdmin):
     """What the tool, resource, template and prompt screens share: catalog scoping, the preview of
     what clients see, and writes through the ``catalog_entry_*`` services."""
 
@@ -180,12 +181,6 @@ class CatalogEntryAdmin(TenantScopedAdmin):
         if tenant_scope(request).platform:
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
-
-    def formfield_for_foreignkey(
-        self, db_field: Any, request: HttpRequest, **kwargs: Any
-    ) -> ModelChoiceField[Any] | None:
-        _require_tenant_for_tenant_admins(db_field, request, kwargs)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -280,13 +275,6 @@ class ToolAdmin(CatalogEntryAdmin):
         ),
         CatalogEntryAdmin.history,
     )
-
-    def get_form(
-        self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm[Tool]]:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.check_platform_rules = not tenant_scope(request).platform  # type: ignore[attr-defined]
-        return form
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
         """For tenant admins, platform rules on a tool protect it: the delete page and the bulk

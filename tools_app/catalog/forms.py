@@ -88,6 +88,8 @@ class CatalogEntryForm(forms.ModelForm[Any]):
     """What the tool, resource, template and prompt forms share: JSON fields edited as text, and
     a name (a resource's URI) that is checked against its catalog."""
 
+    by_tenant_admin: ClassVar[bool] = False  # set by the admin
+
     icons = _json("Icons", empty=[], rows=3, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].')
     tags = _json("Tags", empty=[], rows=2, help_text='Labels access rules can match with tag:<label>, e.g. ["docs"].')
     backend_config = _json(
@@ -137,9 +139,6 @@ class ToolForm(CatalogEntryForm):
         "comes from the select above.",
     )
 
-    # Set by the admin for tenant admins: they may not rename or move a tool platform rules target.
-    check_platform_rules: ClassVar[bool] = False
-
     class Meta:
         model = Tool
         fields = "__all__"
@@ -170,7 +169,7 @@ class ToolForm(CatalogEntryForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        if self.check_platform_rules:
+        if self.by_tenant_admin:  # they may not rename or move a tool platform rules target
             changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
             try:
                 tool_check_platform_rules(tool=self.instance, changes=changes)
@@ -196,11 +195,11 @@ class ToolForm(CatalogEntryForm):
 
 
 class AccessRuleForm(forms.ModelForm[AccessRule]):
-    """``owned_by_tenant`` is set by the admin for tenant admins: their rules are owned by
-    (and apply to) the tenant they pick, and the model's checks for tenant-owned rules apply.
+    """For tenant admins (``by_tenant_admin``), rules are owned by (and apply to) the tenant they
+    pick, and the model's checks for tenant-owned rules apply.
     """
 
-    owned_by_tenant: ClassVar[bool] = False
+    by_tenant_admin: ClassVar[bool] = False  # set by the admin
 
     scopes = ScopeListField(
         help_text="Narrow the rule to credentials holding any of these scopes (API key scopes or OAuth token "
@@ -229,7 +228,7 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
         super().clean()
         cleaned = self.cleaned_data
         tenant = cleaned.get("tenant")
-        if self.owned_by_tenant:
+        if self.by_tenant_admin:
             # Before the model's clean() runs, so its owner checks see the owner.
             self.instance.owner = tenant
         keys = cleaned.get("api_keys")
