@@ -32,9 +32,9 @@ class EntrySpec:
     ``from_model`` and the fields its list shows (``wire_fields``)."""
 
     kind: ClassVar[str]
-    # Tools and prompts always list a description (clients show it to pick one); the others omit
-    # an empty one.
-    description_listed: ClassVar[bool] = True
+    # What the list shows even when empty: prompts (and tools) always have a description, which
+    # clients show to pick one; resources and templates omit an empty one.
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name", "description"})
 
     id: int
     tenant_id: int | None
@@ -97,13 +97,13 @@ class EntrySpec:
             **self.wire_fields(),
             "icons": list(self.icons),
         }
-        always = {"name", "description"} if self.description_listed else {"name"}
-        return {key: value for key, value in data.items() if key in always or _listed(value)}
+        return {key: value for key, value in data.items() if key in self.listed_always or _listed(value)}
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ToolSpec(EntrySpec):
     kind: ClassVar[str] = "tool"
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name", "description", "inputSchema"})
 
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
@@ -153,7 +153,7 @@ class _ReadableSpec(EntrySpec):
     in the list unless there is one."""
 
     kind: ClassVar[str] = "resource"
-    description_listed: ClassVar[bool] = False
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name"})
 
     mime_type: str
     annotations: dict[str, Any]
