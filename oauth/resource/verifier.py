@@ -40,7 +40,7 @@ from joserfc.errors import (
     MissingClaimError,
     UnsupportedAlgorithmError,
 )
-from joserfc.jwk import KeySet
+from joserfc.jwk import Key, KeySet
 from joserfc.jws import extract_compact
 from joserfc.jwt import JWTClaimsRegistry
 
@@ -108,7 +108,7 @@ def _validate_claims(claims: dict[str, Any], *, issuer: str, audience: str) -> N
         raise TokenRejected(f"invalid claims: {exc}") from None
 
 
-def _decode(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, Any]:
+def _decode(token: str, keys: KeySet | Key, algorithms: tuple[str, ...]) -> dict[str, Any]:
     try:
         decoded = jwt.decode(token, keys, algorithms=list(algorithms))
     except UnsupportedAlgorithmError:
@@ -123,32 +123,53 @@ def _decode(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, 
 
 
 class LocalKeys:
-    """The embedded server's public keys, read from the database; again (at most every second)
-    when a token names a key id not seen yet."""
+    """The public keys of each tenant's embedded server, read from the database; again (at
+    most every second per tenant) when a token names a key id not seen yet (a rotation)."""
 
     REFRESH_SECONDS = 1.0
+    MAX_TENANTS = 10_000
 
     def __init__(self) -> None:
-        self._keys: KeySet | None = None
-        self._kids: frozenset[str] = frozenset()
-        self._loaded_at = 0.0
-        self._lock = asyncio.Lock()
+        # tenant id -> (keys, their ids, when loaded)
+        self._entries: dict[int, tuple[KeySet, frozenset[str], float]] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
 
     def clear(self) -> None:
-        self._keys, self._kids, self._loaded_at = None, frozenset(), 0.0
+        self._entries.clear()
 
-    async def key_set(self, kid: str | None) -> KeySet:
-        if self._keys is not None and (kid in self._kids or time.monotonic() - self._loaded_at < self.REFRESH_SECONDS):
-            return self._keys
-        async with self._lock:
-            if self._keys is None or (
-                kid not in self._kids and time.monotonic() - self._loaded_at >= self.REFRESH_SECONDS
-            ):
-                document = await sync_to_async(public_jwks)()
-                self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
-                self._kids = frozenset(str(key["kid"]) for key in document["keys"])
-                self._loaded_at = time.monotonic()
-            return self._keys
+    def _fresh(self, tenant_id: int, kid: str | None) -> KeySet | None:
+        entry = self._entries.get(tenant_id)
+        if entry is not None and (kid in entry[1] or time.monotonic() - entry[2] < self.REFRESH_SECONDS):
+            return entry[0]
+        return None
+
+    async def key_set(self, tenant_id: int, kid: str | None) -> KeySet:
+        keys = self._fresh(tenant_id, kid)
+        if keys is not None:
+            return keys
+        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
+            keys = self._fresh(tenant_id, kid)
+            if keys is not None:
+                return keys
+            document = await sync_to_async(public_jwks)(tenant_id)
+            keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
+            if len(self._entries) >= self.MAX_TENANTS:
+                self._entries.clear()
+            self._entries[tenant_id] = (keys, frozenset(str(key["kid"]) for key in document["keys"]), time.monotonic())
+            return keys
+
+
+def _decode_embedded(token: str, keys: KeySet, kid: str | None) -> dict[str, Any]:
+    """Verify with the key the token names; a token from before tokens carried ``kid``
+    is tried against each of the tenant's published keys (a handful at most)."""
+    if kid:
+        return _decode(token, keys, (EMBEDDED_ALGORITHM,))
+    for key in keys.keys:
+        try:
+            return _decode(token, key, (EMBEDDED_ALGORITHM,))
+        except TokenRejected:
+            continue
+    raise TokenRejected("the token's signature does not verify")
 
 
 class OAuthTokenVerifier:
@@ -305,8 +326,9 @@ class OAuthTokenVerifier:
     ) -> Principal:
         if header.get("typ") != "at+jwt":
             raise TokenRejected("the token is not an access token (typ at+jwt)")
-        keys = await self.local_keys.key_set(header.get("kid"))
-        claims = _decode(token, keys, (EMBEDDED_ALGORITHM,))
+        kid = header.get("kid") if isinstance(header.get("kid"), str) else None
+        keys = await self.local_keys.key_set(tenant.tenant_id, kid)
+        claims = _decode_embedded(token, keys, kid)
         _validate_claims(claims, issuer=issuer, audience=resource)
         grant_id = claims.get("gid")
         if not isinstance(grant_id, str) or grant_id not in config.active_grants:
