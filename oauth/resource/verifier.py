@@ -123,39 +123,43 @@ def _decode(token: str, keys: KeySet | Key, algorithms: tuple[str, ...]) -> dict
 
 
 class LocalKeys:
-    """The public keys of each tenant's embedded server, read from the database; again (at
-    most every second per tenant) when a token names a key id not seen yet (a rotation)."""
+    """The public keys of each tenant's embedded server, read from the database once per
+    tenant record (a new key moves the tenant's generation: ``oauth.signals``), and again, at
+    most every second, when a token names a key id not seen yet."""
 
     REFRESH_SECONDS = 1.0
     MAX_TENANTS = 10_000
 
     def __init__(self) -> None:
-        # tenant id -> (keys, their ids, when loaded)
-        self._entries: dict[int, tuple[KeySet, frozenset[str], float]] = {}
+        # tenant id -> (the record they were loaded for, keys, their ids, when loaded)
+        self._entries: dict[int, tuple[TenantRecord, KeySet, frozenset[str], float]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
     def clear(self) -> None:
         self._entries.clear()
 
-    def _fresh(self, tenant_id: int, kid: str | None) -> KeySet | None:
-        entry = self._entries.get(tenant_id)
-        if entry is not None and (kid in entry[1] or time.monotonic() - entry[2] < self.REFRESH_SECONDS):
-            return entry[0]
+    def _fresh(self, tenant: TenantRecord, kid: str | None) -> KeySet | None:
+        entry = self._entries.get(tenant.tenant_id)
+        if entry is None or entry[0] is not tenant:
+            return None
+        if kid in entry[2] or time.monotonic() - entry[3] < self.REFRESH_SECONDS:
+            return entry[1]
         return None
 
-    async def key_set(self, tenant_id: int, kid: str | None) -> KeySet:
-        keys = self._fresh(tenant_id, kid)
+    async def key_set(self, tenant: TenantRecord, kid: str | None) -> KeySet:
+        keys = self._fresh(tenant, kid)
         if keys is not None:
             return keys
-        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            keys = self._fresh(tenant_id, kid)
+        async with self._locks.setdefault(tenant.tenant_id, asyncio.Lock()):
+            keys = self._fresh(tenant, kid)
             if keys is not None:
                 return keys
-            document = await sync_to_async(public_jwks)(tenant_id)
+            document = await sync_to_async(public_jwks)(tenant.tenant_id)
             keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
             if len(self._entries) >= self.MAX_TENANTS:
                 self._entries.clear()
-            self._entries[tenant_id] = (keys, frozenset(str(key["kid"]) for key in document["keys"]), time.monotonic())
+            kids = frozenset(str(key["kid"]) for key in document["keys"])
+            self._entries[tenant.tenant_id] = (tenant, keys, kids, time.monotonic())
             return keys
 
 
@@ -327,7 +331,7 @@ class OAuthTokenVerifier:
         if header.get("typ") != "at+jwt":
             raise TokenRejected("the token is not an access token (typ at+jwt)")
         kid = header.get("kid") if isinstance(header.get("kid"), str) else None
-        keys = await self.local_keys.key_set(tenant.tenant_id, kid)
+        keys = await self.local_keys.key_set(tenant, kid)
         claims = _decode_embedded(token, keys, kid)
         _validate_claims(claims, issuer=issuer, audience=resource)
         grant_id = claims.get("gid")

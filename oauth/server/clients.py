@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
