@@ -17,7 +17,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from joserfc import jwt
+from joserfc.errors import BadSignatureError, JoseError
 from joserfc.jwk import ECKey, KeySet, generate_key
+from joserfc.jws import extract_compact
 
 from oauth.models import SigningKey
 from oauth.sealing import seal, unseal
@@ -79,12 +82,28 @@ def public_key_set(tenant_id: int) -> KeySet:
     return KeySet.import_key_set(public_jwks(tenant_id))  # type: ignore[arg-type]
 
 
+def decode_access_token(token: str, keys: KeySet) -> jwt.Token:
+    """Verify an access token of the embedded server against the tenant's published ``keys``:
+    with the key its ``kid`` names, or, for a token from before tokens carried ``kid``, with
+    each of them in turn (a handful at most). Raises joserfc's errors (``JoseError``)."""
+    header = extract_compact(token.encode("ascii")).headers()
+    if header.get("kid") is not None:
+        return jwt.decode(token, keys, algorithms=[ALGORITHM])
+    failure: JoseError = BadSignatureError()
+    for key in keys.keys:
+        try:
+            return jwt.decode(token, key, algorithms=[ALGORITHM])
+        except BadSignatureError as exc:
+            failure = exc
+    raise failure
+
+
 @transaction.atomic
 def rotate(tenant: Tenant) -> SigningKey:
     """A new signing key for the tenant; the one that signed until now retires and keeps
     verifying until its last token expires."""
-    # The lock serialises rotations of one tenant; a first key made meanwhile by a token
-    # request makes this insert fail rather than leave two keys signing.
+    # Two rotations of one tenant at once take turns; a first key that a token request makes
+    # meanwhile makes this insert fail (the constraint) rather than leave two keys signing.
     Tenant.objects.select_for_update().filter(pk=tenant.pk).first()
     SigningKey.objects.filter(tenant=tenant, retired_at__isnull=True).update(retired_at=timezone.now())
     key = _new_key(tenant)

@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,15 +41,14 @@ from joserfc.errors import (
     MissingClaimError,
     UnsupportedAlgorithmError,
 )
-from joserfc.jwk import Key, KeySet
+from joserfc.jwk import KeySet
 from joserfc.jws import extract_compact
 from joserfc.jwt import JWTClaimsRegistry
 
 from oauth import locations
 from oauth.resource.config import OFF, IssuerSettings, OAuthSettings, load_settings
 from oauth.resource.remote import FetchFailed, issuer_directory
-from oauth.signing import ALGORITHM as EMBEDDED_ALGORITHM
-from oauth.signing import public_jwks
+from oauth.signing import decode_access_token, public_jwks
 from tenants.auth import AuthFailure, Challenge, TenantRecord
 from tenants.principal import Principal
 
@@ -108,9 +108,10 @@ def _validate_claims(claims: dict[str, Any], *, issuer: str, audience: str) -> N
         raise TokenRejected(f"invalid claims: {exc}") from None
 
 
-def _decode(token: str, keys: KeySet | Key, algorithms: tuple[str, ...]) -> dict[str, Any]:
+def _decode(verify: Callable[[], jwt.Token]) -> dict[str, Any]:
+    """The claims of the token ``verify`` checks the signature of; its failures said plainly."""
     try:
-        decoded = jwt.decode(token, keys, algorithms=list(algorithms))
+        decoded = verify()
     except UnsupportedAlgorithmError:
         raise TokenRejected("the token's signature algorithm is not accepted") from None
     except BadSignatureError:
@@ -161,19 +162,6 @@ class LocalKeys:
             kids = frozenset(str(key["kid"]) for key in document["keys"])
             self._entries[tenant.tenant_id] = (tenant, keys, kids, time.monotonic())
             return keys
-
-
-def _decode_embedded(token: str, keys: KeySet, kid: str | None) -> dict[str, Any]:
-    """Verify with the key the token names; a token from before tokens carried ``kid``
-    is tried against each of the tenant's published keys (a handful at most)."""
-    if kid:
-        return _decode(token, keys, (EMBEDDED_ALGORITHM,))
-    for key in keys.keys:
-        try:
-            return _decode(token, key, (EMBEDDED_ALGORITHM,))
-        except TokenRejected:
-            continue
-    raise TokenRejected("the token's signature does not verify")
 
 
 class OAuthTokenVerifier:
@@ -305,7 +293,7 @@ class OAuthTokenVerifier:
                 raise TokenRejected("the token's issuer is not trusted by this tenant")
             if issuer.validation == "jwt":
                 keys = await issuer_directory.key_set(issuer, header.get("kid"))
-                claims = _decode(token, keys, EXTERNAL_ALGORITHMS)
+                claims = _decode(lambda: jwt.decode(token, keys, algorithms=list(EXTERNAL_ALGORITHMS)))
                 _validate_claims(claims, issuer=issuer.issuer, audience=issuer.audience or resource)
                 return self._principal(tenant, issuer, claims, resource)
             return await self._introspected(tenant, issuer, token, resource)
@@ -332,7 +320,7 @@ class OAuthTokenVerifier:
             raise TokenRejected("the token is not an access token (typ at+jwt)")
         kid = header.get("kid") if isinstance(header.get("kid"), str) else None
         keys = await self.local_keys.key_set(tenant, kid)
-        claims = _decode_embedded(token, keys, kid)
+        claims = _decode(lambda: decode_access_token(token, keys))
         _validate_claims(claims, issuer=issuer, audience=resource)
         grant_id = claims.get("gid")
         if not isinstance(grant_id, str) or grant_id not in config.active_grants:

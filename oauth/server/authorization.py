@@ -37,14 +37,13 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from joserfc import jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from oauth import locations
 from oauth.models import AuthorizationCode, Grant, OAuthClient, RefreshToken, TenantOAuth
 from oauth.server.clients import ClientMetadataError, RegisteredClient, find_client, hash_secret, register_client
-from oauth.signing import ALGORITHM, public_key_set, signing_key
+from oauth.signing import ALGORITHM, decode_access_token, public_key_set, signing_key
 from tenants.models import Membership, Tenant
 
 log = logging.getLogger(__name__)
@@ -327,8 +326,8 @@ class Revocation(RevocationEndpoint):  # type: ignore[misc]
         if token_string.count(".") != 2:
             return None
         try:
-            decoded = jwt.decode(token_string, public_key_set(self.server.tenant.pk), algorithms=[ALGORITHM])
-        except (JoseError, ValueError):
+            decoded = decode_access_token(token_string, public_key_set(self.server.tenant.pk))
+        except (JoseError, ValueError, UnicodeError):
             return None
         # Expired tokens may be revoked too (RFC 7009 §2.2 answers 200 either way).
         if decoded.header.get("typ") != "at+jwt" or decoded.claims.get("iss") != self.server.issuer:

@@ -44,11 +44,11 @@ def consent(acme: Tenant) -> Grant:
     return Grant.objects.create(tenant=acme, user=user, client=client, scope="tools:list tools:call")
 
 
-def _token(grant: Grant, *, kid: bool = True, key: Any = None) -> str:
+def _token(grant: Grant, *, kid: bool = True, key: Any = None, origin: str = ORIGIN) -> str:
     now = int(time.time())
     payload = {
-        "iss": f"{ORIGIN}/oauth/{grant.tenant.slug}",
-        "aud": f"{ORIGIN}/mcp/{grant.tenant.slug}",
+        "iss": f"{origin}/oauth/{grant.tenant.slug}",
+        "aud": f"{origin}/mcp/{grant.tenant.slug}",
         "sub": grant.user.username,
         "client_id": grant.client.client_id,
         "scope": "tools:list",
@@ -250,3 +250,23 @@ def test_metadata_document_clients_count_against_the_cap(acme, settings):
     settings.TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT = 10
     assert find_client(acme, url, registration_open=True) is None
     assert not OAuthClient.objects.filter(tenant=acme, client_id=url).exists()
+
+
+# --- 3: /revoke takes access tokens, only genuine ones -------------------------------------
+
+
+def test_revoking_an_access_token_without_kid_ends_its_consent_and_a_forged_one_nothing(consent):
+    from joserfc.jwk import generate_key
+
+    browser = Client(HTTP_HOST="localhost")  # plain http to a loopback name (RFC 8252)
+    stranger = generate_key("EC", "P-256", parameters={"alg": "ES256"}, auto_kid=True)
+    forged = _token(consent, key=stranger, origin="http://localhost")
+    answer = browser.post("/oauth/acme/revoke", {"token": forged, "client_id": consent.client.client_id})
+    assert answer.status_code == 200  # RFC 7009: an unknown token is no error...
+    consent.refresh_from_db()
+    assert consent.revoked_at is None  # ...and ends nothing
+    legacy = _token(consent, kid=False, origin="http://localhost")
+    answer = browser.post("/oauth/acme/revoke", {"token": legacy, "client_id": consent.client.client_id})
+    assert answer.status_code == 200
+    consent.refresh_from_db()
+    assert consent.revoked_at is not None
