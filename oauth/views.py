@@ -213,10 +213,14 @@ def authorize(request: HttpRequest, slug: str) -> HttpResponseBase:
     if not request.user.is_authenticated:
         _server(request, slug)  # 404 for a tenant without an embedded server, signed in or not
         return redirect(f"{LOGIN_URL}?{urlencode({'next': request.get_full_path()})}")
-    # Signed in: an unknown metadata document client may be fetched here, and only here; it
-    # counts as a registration from this address.
     address = _client_address(request)
-    server = _server(request, slug, admit_new_client=lambda: _registration_allowed(slug, address))
+
+    def admit_new_client() -> bool:
+        # Here, and only here, an unknown metadata document client is fetched: for a member
+        # of the tenant, counted as a registration from this address.
+        return may_authorize(request.user, server.tenant) and _registration_allowed(slug, address)
+
+    server = _server(request, slug, admit_new_client=admit_new_client)
     try:
         consent = server.get_consent_grant(request, end_user=request.user)
     except OAuth2Error as error:

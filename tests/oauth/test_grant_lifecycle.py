@@ -260,6 +260,15 @@ def test_a_metadata_document_client_counts_as_a_registration(servers, oauth_worl
     }
     key = f"toolbay:oauth:registrations:oauth-a:127.0.0.1:{int(time.time() // 3600)}"
     redis = sync_redis()
+    redis.delete(key)
+    # Someone signed in who is no member of the tenant brings no client in.
+    stranger = Person("mallory")
+    try:
+        with pytest.raises(AssertionError, match="HTTP 400"):
+            _code(stranger, servers[0], url)
+    finally:
+        stranger.close()
+    assert path not in oauth_world.documents.server.hits and redis.get(key) is None
     redis.set(key, 10_000, ex=3700)  # this address has used its registrations this hour
     try:
         with pytest.raises(AssertionError, match="HTTP 400"):
