@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tenants.admin import TenantScopedAdmin
+from tenants.admin import TenantScopedAdmin, administered_tenant_ids
 from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
@@ -130,6 +130,15 @@ class ToolAdmin(TenantScopedAdmin):
         if tenant_scope(request).platform:
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
+
+    def get_form(
+        self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Tool]]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        scope = tenant_scope(request)
+        # A tenant admin is offered only the handlers their tenants' catalogs may bind.
+        form.handler_tenant_ids = None if scope.platform else administered_tenant_ids(scope)  # type: ignore[attr-defined]
+        return form
 
     def formfield_for_foreignkey(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
