@@ -279,4 +279,3 @@ def catalog_entry_update(*, entry: CatalogEntryModel, changes: dict[str, Any]) -
 @transaction.atomic
 def catalog_entry_delete(*, entry: CatalogEntryModel) -> None:
     entry.delete()
-
