@@ -13,6 +13,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
@@ -47,6 +48,7 @@ def _say_which_setting_to_raise(**_: Any) -> None:
     problem = tool_timeout_problem()
     if problem:
         log.error("%s", problem)
+    connections.close_all()  # read before the pool forks: no child may inherit this connection
 
 
 def _fail(run_id: str, text: str) -> None:
