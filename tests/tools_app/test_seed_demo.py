@@ -31,6 +31,17 @@ def no_admin_password(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TOOLBAY_ADMIN_PASSWORD", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def fresh_database(db: Any) -> None:
+    """A database as ``make run`` finds it the first time: live-server tests commit tenants and
+    tools of their own, which this test's transaction hides by deleting them (rolled back after)."""
+    AccessRule.objects.all().delete()
+    for model in (Tool, Resource, ResourceTemplate, Prompt):
+        model.objects.all().delete()
+    Tenant.objects.all().delete()
+    get_user_model().objects.all().delete()
+
+
 def test_seed_demo_is_idempotent(db: Any, no_admin_password: None) -> None:
     first = seed()
     tools = dict(Tool.objects.values_list("name", "version"))
