@@ -10,6 +10,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tools_app.backends.python.checks import check_handler_bindings
 from tools_app.backends.python.registry import EVERY_CATALOG, Registration, names_of, register
 from tools_app.catalog.models import Tool
 
@@ -102,3 +103,14 @@ def test_the_platform_admin_binds_a_platform_only_handler(admin_client: Client) 
     response = admin_client.post(reverse("admin:tools_app_tool_add"), tool_data("", "conformance.trigger_tool_change"))
     assert response.status_code == 302
     assert Tool.objects.get(name="bound").tenant is None
+
+
+def test_bindings_made_before_are_reported(acme: Any) -> None:
+    # Straight into the database, as tenants could bind any handler before.
+    Tool.objects.create(tenant=acme, name="old", description="d", backend_config={"handler": "testing.crash"})
+    Tool.objects.create(tenant=acme, name="fine", description="d", backend_config={"handler": "testing.acme_only"})
+    Tool.objects.create(name="platform", description="d", backend_config={"handler": "testing.crash"})
+    (warning,) = check_handler_bindings(databases=["default"])
+    assert warning.id == "tools_app.W001"
+    assert warning.msg.endswith("tool 'old' (acme): testing.crash")
+    assert check_handler_bindings() == []  # only when the checks may read the database
