@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 
 from tools_app.backends.base import BackendError
-from tools_app.handlers import resource_handler, tool_handler
+from tools_app.handlers import EVERY_CATALOG, resource_handler, tool_handler
 
 
 @tool_handler("testing.stubborn")
@@ -34,7 +34,8 @@ async def crash(ctx: Any, arguments: dict[str, Any]) -> str:
     raise RuntimeError("unexpected bug with a secret detail inside")
 
 
-@tool_handler("testing.record_run")
+# A tenant-private tool uses it (tests/audit/test_live_approvals.py).
+@tool_handler("testing.record_run", catalogs=EVERY_CATALOG)
 async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
     """Counts every run of the call under ``key`` in Redis: the confirmation tests check that
     a call nobody confirmed never reached its backend."""
