@@ -50,12 +50,13 @@ server_env=(
     REDIS_URL="$REDIS_URL_CONF"
     CELERY_BROKER_URL="$REDIS_URL_CONF"
     CHANNEL_LAYER_PREFIX=toolbay-conformance:asgi
-    TOOLBAY_ADMIN_PASSWORD="conformance-$RANDOM$RANDOM"
+    # The suite's fixtures live outside the product (conformance/handlers/).
+    TOOLBAY_HANDLER_MODULES=conformance.handlers
 )
 
-say "Preparing the server's database (var/conformance/db.sqlite3): migrate + seed_demo"
+say "Preparing the server's database (var/conformance/db.sqlite3): migrate + conformance.seed"
 if ! env "${server_env[@]}" "$PY" manage.py migrate --noinput >"$WORK/setup.log" 2>&1 ||
-    ! env "${server_env[@]}" "$PY" manage.py seed_demo >>"$WORK/setup.log" 2>&1; then
+    ! env "${server_env[@]}" "$PY" -m conformance.seed >>"$WORK/setup.log" 2>&1; then
     cat "$WORK/setup.log" >&2
     die "could not prepare the conformance database (output above)."
 fi

@@ -42,7 +42,7 @@ else
     say "Applying migrations to the SQLite file db.sqlite3"
 fi
 "$PY" manage.py migrate --noinput
-say "Seeding the demo tenants and tools (safe to repeat)"
+say "Seeding the demo tenant and its tools (safe to repeat)"
 "$PY" manage.py seed_demo
 # The demo tenant takes OAuth access tokens from the embedded authorization server too, so MCP
 # clients that sign in (rather than send a key) connect out of the box.
@@ -85,7 +85,6 @@ cat >&2 <<EOF
     MCP    $base/mcp/demo          Authorization: Bearer <key>, or sign in with OAuth (as admin)
            create a key: .venv/bin/python manage.py create_api_key demo --name laptop
            authorized clients: $base/oauth/authorizations/
-           $base/mcp/conformance   anonymous, the conformance fixture tools
   Press Ctrl-C to stop the server, the worker and any Redis started here.
 
 EOF

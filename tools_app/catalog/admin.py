@@ -19,7 +19,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tenants.admin import TenantScopedAdmin
+from tenants.admin import TenantScopedAdmin, administered_tenant_ids
 from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
@@ -136,7 +136,10 @@ class ToolAdmin(TenantScopedAdmin):
         self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm[Tool]]:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.check_platform_rules = not tenant_scope(request).platform  # type: ignore[attr-defined]
+        scope = tenant_scope(request)
+        form.check_platform_rules = not scope.platform  # type: ignore[attr-defined]
+        # A tenant admin is offered only the handlers their tenants' catalogs may bind.
+        form.handler_tenant_ids = None if scope.platform else administered_tenant_ids(scope)  # type: ignore[attr-defined]
         return form
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:

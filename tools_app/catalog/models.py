@@ -19,7 +19,7 @@ from tools_app.catalog.backend_kinds import backend_config_errors
 from tools_app.catalog.fields import VerbatimJSONField
 from tools_app.catalog.prompt_messages import MessageProblem, check_messages
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
-from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors
+from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors, worker_timeout_error
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -144,6 +144,14 @@ class Tool(models.Model):
             description=self.description,
             tenant_id=self.tenant_id,
         )
+        too_long = worker_timeout_error(
+            name=self.name,
+            timeout_seconds=self.timeout_seconds,
+            execution_mode=self.execution_mode,
+            task_support=self.task_support,
+        )
+        if too_long:
+            errors.setdefault("timeout_seconds", []).append(too_long)
         if errors:
             raise ValidationError(errors)
 

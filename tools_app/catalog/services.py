@@ -328,10 +328,3 @@ def catalog_entry_update(*, entry: CatalogEntryModel, changes: dict[str, Any]) -
 @transaction.atomic
 def catalog_entry_delete(*, entry: CatalogEntryModel) -> None:
     entry.delete()
-
-
-@transaction.atomic
-def catalog_touch(*, model: type[Tool] | type[Prompt], name: str, tenant: Tenant | None = None) -> None:
-    """Save a tool or prompt unchanged: its version moves on, so every client that sees it
-    is told its list changed (the conformance suite's list-change probes do this)."""
-    model.objects.get(name=name, tenant=tenant).save()
