@@ -67,6 +67,7 @@ MIDDLEWARE = [
     "audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "mcp_platform.framing.FrameAncestorsMiddleware",
 ]
 
 ROOT_URLCONF = "mcp_platform.urls"

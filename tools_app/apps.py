@@ -21,6 +21,8 @@ class ToolsAppConfig(AppConfig):
         # Backend kinds register with the catalog, which validates tools' backend settings.
         from tools_app.backends import registry  # noqa: F401
         from tools_app.backends import signals as backend_signals  # noqa: F401
+        from tools_app.backends.python import checks as handler_checks  # noqa: F401  (registers its system check)
+        from tools_app.catalog import checks as catalog_checks  # noqa: F401  (registers its system checks)
         from tools_app.catalog import signals as catalog_signals  # noqa: F401
         from tools_app.catalog.selectors import tool_metric_labels
 

@@ -20,7 +20,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tenants.admin import TenantScopedAdmin, administers
+from tenants.admin import TenantScopedAdmin, administered_tenant_ids, administers
 from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
@@ -80,7 +80,10 @@ class _CatalogScopedAdmin(TenantScopedAdmin):
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> type[ModelForm[Any]]:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.by_tenant_admin = not tenant_scope(request).platform  # type: ignore[attr-defined]
+        scope = tenant_scope(request)
+        form.by_tenant_admin = not scope.platform  # type: ignore[attr-defined]
+        # A tenant admin's tool form offers only the handlers their tenants' catalogs may bind.
+        form.handler_tenant_ids = None if scope.platform else administered_tenant_ids(scope)  # type: ignore[attr-defined]
         return form
 
 

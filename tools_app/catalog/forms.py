@@ -66,13 +66,14 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
 
 
-def handler_names() -> list[str]:
-    """The python backend's registered handlers (it registers them with the catalog)."""
-    return config_choices("python", "handler")
+def handler_names(tenant_ids: frozenset[int] | None = None) -> list[str]:
+    """The python backend's handlers the catalogs of ``tenant_ids`` may bind (None: every
+    handler, which the platform catalog may bind; the backend registers them with the catalog)."""
+    return config_choices("python", "handler", tenant_ids=tenant_ids)
 
 
-def handler_choices(current: str | None = None) -> list[tuple[str, str]]:
-    names = handler_names()
+def handler_choices(current: str | None = None, tenant_ids: frozenset[int] | None = None) -> list[tuple[str, str]]:
+    names = handler_names(tenant_ids)
     choices = [("", "---------")] + [(name, name) for name in names]
     if current and current not in names:
         # Keep a handler that is gone visible instead of silently selecting another one.
@@ -114,7 +115,13 @@ class CatalogEntryForm(forms.ModelForm[Any]):
 
 
 class ToolForm(CatalogEntryForm):
-    """A tool with its JSON fields as pretty-printed text and the python handler as a select."""
+    """A tool with its JSON fields as pretty-printed text and the python handler as a select.
+
+    ``handler_tenant_ids`` is set by the admin for tenant admins: the select offers only the
+    handlers their tenants' catalogs may bind (the model's check then holds the chosen tenant
+    to its own)."""
+
+    handler_tenant_ids: ClassVar[frozenset[int] | None] = None
 
     handler = forms.ChoiceField(
         required=False,
@@ -149,7 +156,7 @@ class ToolForm(CatalogEntryForm):
         current = config.get("handler") if isinstance(config, dict) else None
         if "handler" in self.fields:
             cast(forms.ChoiceField, self.fields["handler"]).choices = handler_choices(
-                current if isinstance(current, str) else None
+                current if isinstance(current, str) else None, self.handler_tenant_ids
             )
             if isinstance(current, str):
                 self.initial.setdefault("handler", current)
@@ -158,7 +165,7 @@ class ToolForm(CatalogEntryForm):
 
     def clean_handler(self) -> str:
         name: str = self.cleaned_data.get("handler", "")
-        if name and name not in handler_names():
+        if name and name not in handler_names(self.handler_tenant_ids):
             raise ValidationError(
                 "The handler %(name)r is not registered in this deployment; choose another one.",
                 code="unregistered",

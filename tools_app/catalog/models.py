@@ -25,6 +25,7 @@ from tools_app.catalog.validation import (
     check_string_list,
     completion_errors,
     tool_field_errors,
+    worker_timeout_error,
 )
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
@@ -203,6 +204,14 @@ class Tool(CatalogEntry):
             description=self.description,
             tenant_id=self.tenant_id,
         )
+        too_long = worker_timeout_error(
+            name=self.name,
+            timeout_seconds=self.timeout_seconds,
+            execution_mode=self.execution_mode,
+            task_support=self.task_support,
+        )
+        if too_long:
+            errors.setdefault("timeout_seconds", []).append(too_long)
         if errors:
             raise ValidationError(errors)
 

@@ -223,10 +223,3 @@ def catalog_entry_install(
         return catalog_entry_create(model=model, tenant=tenant, fields=fields)
     changed = {name: value for name, value in fields.items() if getattr(entry, name) != value}
     return catalog_entry_update(entry=entry, changes=changed) if changed else entry
-
-
-@transaction.atomic
-def catalog_touch(*, model: type[Tool] | type[Prompt], name: str, tenant: Tenant | None = None) -> None:
-    """Save a tool or prompt unchanged: its version moves on, so every client that sees it
-    is told its list changed (the conformance suite's list-change probes do this)."""
-    model.objects.get(name=name, tenant=tenant).save()
