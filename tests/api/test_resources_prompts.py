@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from audit.models import AuditEvent
+from tests.api.pages import ids
+from tests.api.roles import ROLES
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
 from tools_app.packs.conformance import PNG_1PX
-
-from .conftest import ROLES, ids
 
 pytestmark = pytest.mark.django_db
 

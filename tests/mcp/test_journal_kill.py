@@ -26,7 +26,7 @@ from audit.models import Invocation
 from audit.writer import GROUP
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, start_audit_writer, start_server
+from tests.mcp.live import LiveServer, start_audit_writer, start_server
 from tests.mcp.wire import INIT_PARAMS, headers, note, rpc
 from tools_app.catalog.services import access_rule_grant_pattern
 

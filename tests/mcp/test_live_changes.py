@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import httpx2
@@ -24,79 +23,13 @@ from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Membership
 from tenants.services import api_key_create, api_key_revoke, membership_set, tenant_create
-from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
+from tests.mcp.watcher import LIST_CHANGED, Watcher
+from tests.mcp.wire import McpSession, rpc
 from tests.poll import wait_for, wait_for_async
-from tests.tools_app.test_admin_tools import tool_data
+from tests.tools_app.admin_forms import tool_data
 from tools_app.catalog.models import AccessRule, Tool
 
 pytestmark = pytest.mark.live
-LIST_CHANGED = "notifications/tools/list_changed"
-
-
-class Watcher:
-    """A client's standalone GET stream, read in a thread.
-
-    A new stream is ready once the server has registered it for catalog changes: it then
-    records the visible-tools fingerprint the session was told about (its digest key). A
-    change made before that would reach no stream, and on a first connection there is no
-    earlier fingerprint to compare with, so the session would never hear of it.
-    """
-
-    opened_by_test: ClassVar[list[Watcher]] = []
-
-    def __init__(self, session: McpSession, **headers: str) -> None:
-        self.opened_by_test.append(self)
-        self.session = session
-        self.events: list[SseEvent] = []
-        self.closed = threading.Event()
-        self.opened = threading.Event()
-        self._headers = headers
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-        assert self.opened.wait(10), "GET stream did not open"
-        if "Last-Event-ID" not in headers:
-            digest = names.session_digest_key(session.session_id)
-            wait_for(
-                lambda: sync_redis().exists(digest),
-                message=lambda: f"the server to register the GET stream (HTTP {getattr(self, 'status', None)})",
-            )
-
-    def _read(self) -> None:
-        lines: list[str] = []
-        headers = self.session.headers(Accept="text/event-stream", **self._headers)
-        self._client = httpx.Client(timeout=httpx.Timeout(5, read=60))
-        try:
-            with self._client.stream("GET", self.session.endpoint, headers=headers) as response:
-                self.status = response.status_code
-                self.opened.set()
-                for line in response.iter_lines():
-                    lines.append(line)
-                    if line == "":
-                        self.events = parse_sse(lines)
-        except (httpx.HTTPError, RuntimeError):
-            pass  # stop() closed the connection under us
-        finally:
-            self.opened.set()
-            self.closed.set()
-
-    def close(self) -> None:
-        """The client drops the stream (the session lives on); the reading thread ends at
-        the next line the server sends (keep-alive comments come every second)."""
-        self._client.close()
-
-    def stop(self) -> None:
-        """close(), and wait until the stream has ended."""
-        self.close()
-        assert self.closed.wait(5)
-
-    def changes(self) -> int:
-        return sum(1 for e in self.events if e.message and e.message.get("method") == LIST_CHANGED)
-
-    def wait_changes(self, count: int) -> None:
-        wait_for(
-            lambda: self.changes() >= count,
-            message=lambda: f"{count} list_changed on the stream (got {self.changes()})",
-        )
 
 
 @pytest.fixture(autouse=True)
@@ -412,7 +345,7 @@ def test_live_sessions_view_lists_and_ends_sessions(orm, http, server, other_ser
 
 
 def test_idle_sessions_expire(orm, http, gamma, tmp_path):
-    from tests.mcp.conftest import start_server
+    from tests.mcp.live import start_server
 
     short = start_server(tmp_path, "short-idle", {"MCP_SESSION_IDLE_SECONDS": "10"})
     try:

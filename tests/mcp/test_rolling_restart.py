@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 from audit.models import Invocation
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.mcp.proxy import FailoverProxy
 from tests.poll import wait_for
 from tools_app.catalog.services import access_rule_grant_pattern
