@@ -20,7 +20,7 @@ from django.core.management import call_command
 
 from oauth.services import oauth_settings_set, trusted_issuer_save
 from tenants.models import Membership
-from tenants.services import api_key_create, membership_set, tenant_create
+from tenants.services import api_key_create, membership_set, tenant_create, tenant_update
 from tests.mcp.live import LiveServer, LiveWriter, start_audit_writer, start_server
 from tests.oauth.people import PASSWORDS, OAuthWorld
 from tests.oauth.servers import ExternalIssuer, MetadataDocumentHost
@@ -49,8 +49,7 @@ def oauth_world(
         oauth_settings_set(tenant=a, changes={"enabled": True})
         oauth_settings_set(tenant=c, changes={"enabled": True})
         oauth_settings_set(tenant=b, changes={"enabled": True, "embedded_server": False})
-        b.api_keys_enabled = False
-        b.save()
+        tenant_update(tenant=b, changes={"api_keys_enabled": False})
         trusted_issuer_save(tenant=b, fields={"issuer": world.issuer.url, "groups_claim": "groups"})
         membership_set(tenant=a, user=users["olivia"], role=Membership.Role.VIEWER)
         membership_set(tenant=c, user=users["mallory"], role=Membership.Role.VIEWER)
