@@ -3,7 +3,7 @@ Playwright) logs in as an operator, filters the invocation log, opens a detail a
 the charts; a real MCP session feeds /metrics (calls, open streams, list_changed fan-out)
 and JSON logs.
 
-The server is a uvicorn process on the test database (tests/mcp/conftest.py start_server),
+The server is a uvicorn process on the test database (tests/mcp/live.py start_server),
 so the data it shows is committed, under slugs no other test uses, and removed afterwards.
 """
 
