@@ -36,7 +36,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from tenants.models import ApiKey, Tenant
 from tenants.services import api_key_create
-from tests.mcp.conftest import LiveServer, start_server
+from tests.mcp.live import LiveServer, start_server
 from tools_app.backends.python.registry import is_offered
 from tools_app.catalog.models import AccessRule, Tool
 
