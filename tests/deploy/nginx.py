@@ -76,7 +76,7 @@ http {{
     fastcgi_temp_path {directory}/fastcgi;
     uwsgi_temp_path {directory}/uwsgi;
     scgi_temp_path {directory}/scgi;
-    log_format upstream '$status $upstream_addr $upstream_status $http_mcp_session_id $request';
+    log_format upstream '$status $http_mcp_session_id $request_method $uri $upstream_status $upstream_addr';
     access_log {directory}/access.log upstream;
     include {directory}/toolbay-site.conf;
 }}

@@ -66,7 +66,8 @@ def test_exactly_one_beat_and_a_worker_per_queue_entry(name):
     values = VALUE_SETS[name]
     manifests = render(values)
     commands = [c["command"] for _, spec in _pod_specs(manifests) for c in spec["containers"]]
-    beats = [m for m in _kind(manifests, "Deployment") if "beat" in m["spec"]["template"]["spec"]["containers"][0]["command"]]
+    deployments = _kind(manifests, "Deployment")
+    beats = [m for m in deployments if "beat" in m["spec"]["template"]["spec"]["containers"][0]["command"]]
     assert len(beats) == 1
     assert beats[0]["spec"]["replicas"] == 1 and beats[0]["spec"]["strategy"]["type"] == "Recreate"
     assert not any("--beat" in command or "-B" in command for command in commands)  # no worker embeds one
@@ -135,7 +136,8 @@ def test_migrations_run_as_a_hook_before_web_starts(upgrade):
     (job,) = _kind(manifests, "Job")
     hooks = job["metadata"]["annotations"]["helm.sh/hook"].split(",")
     assert hooks == ["pre-install", "pre-upgrade"]
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"] == ["python", "manage.py", "migrate", "--noinput"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python", "manage.py", "migrate", "--noinput"]
     # What the Job needs exists before it: the Secret and the service account are hooks of a lower weight.
     weight = int(job["metadata"]["annotations"]["helm.sh/hook-weight"])
     for kind in ("Secret", "ServiceAccount"):
@@ -172,7 +174,8 @@ def test_secrets_are_referenced_or_created():
         env = _env(spec["containers"][0])
         assert not {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "TOOLBAY_SECRET_KEYS"} & set(env)
         assert env["DATABASE_PGBOUNCER"] == "1" and env["TOOLBAY_LONG_CALL_SECONDS"] == "60"
-        assert {"name": "tls", "mountPath": "/etc/toolbay/ca", "readOnly": True} in spec["containers"][0]["volumeMounts"]
+        tls = {"name": "tls", "mountPath": "/etc/toolbay/ca", "readOnly": True}
+        assert tls in spec["containers"][0]["volumeMounts"]
 
 
 @pytest.mark.parametrize(
