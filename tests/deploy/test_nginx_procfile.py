@@ -17,10 +17,12 @@ import asyncio
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,6 +40,7 @@ from cryptography.fernet import Fernet
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from audit.journal import JOURNAL_KEY
 from tests.deploy.conftest import ROOT, VENV_BIN
 from tests.deploy.nginx import nginx_binary, write_config
 from tests.deploy.test_files import procfile
@@ -70,6 +73,46 @@ def _recreate_database(url: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _start_pgbouncer(database_url: str) -> tuple[subprocess.Popen[bytes], str] | None:
+    """PgBouncer in transaction mode in front of ``database_url`` (None when it is not
+    installed): the processes reach the database through it, as behind a cluster's pooler."""
+    binary = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
+    if binary is None:
+        return None
+    parts = urlsplit(database_url)
+    name = parts.path.lstrip("/")
+    port = _free_port()
+    password = f" password={parts.password}" if parts.password else ""
+    # PgBouncer refuses to run as root; its files must be readable by the user it runs as.
+    directory = Path(tempfile.mkdtemp(prefix="toolbay-pgbouncer-"))
+    directory.chmod(0o755)
+    ini = directory / "pgbouncer.ini"
+    ini.write_text(
+        f"""[databases]
+{name} = host={parts.hostname} port={parts.port or 5432} dbname={name} user={parts.username}{password}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = any
+pool_mode = transaction
+max_client_conn = 1000
+default_pool_size = 20
+ignore_startup_parameters = extra_float_digits,options
+"""
+    )
+    ini.chmod(0o644)
+    prefix = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if os.geteuid() == 0 else []
+    process = subprocess.Popen([*prefix, binary, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+    try:
+        wait_for(lambda: psycopg.connect(url, connect_timeout=2).close() is None, timeout=15, ignore=(psycopg.Error,))
+    except BaseException:
+        process.kill()
+        raise
+    return process, url
 
 
 @dataclass
@@ -114,6 +157,7 @@ class Process:
 
 @dataclass
 class Deployment:
+    database_url: str
     url: str
     key: str
     ssl: ssl.SSLContext
@@ -178,6 +222,11 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         env.pop(name, None)
     processes = procfile()
     _sh(processes["release"], env)
+    # Every process after the release step goes through PgBouncer in transaction mode when it
+    # is installed (README "Kubernetes": PgBouncer).
+    pgbouncer = _start_pgbouncer(database_url)
+    if pgbouncer is not None:
+        env = {**env, "DATABASE_URL": pgbouncer[1], "DATABASE_PGBOUNCER": "1"}
     # The demo tenant, its tools and a key, while the processes start (nothing waits for them).
     seed = subprocess.Popen(
         ["sh", "-c", "python manage.py seed_demo && python manage.py create_api_key demo --name procfile"],
@@ -219,7 +268,15 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         key = output.strip().splitlines()[-1]
         context = ssl.create_default_context(cafile=str(tmp / "cert.pem"))
         deployment = Deployment(
-            f"https://localhost:{listen_port}", key, context, web, others, nginx, tmp / "access.log", tmp / "error.log"
+            database_url,
+            f"https://localhost:{listen_port}",
+            key,
+            context,
+            web,
+            others,
+            nginx,
+            tmp / "access.log",
+            tmp / "error.log",
         )
         for process in web:
             deployment.wait_ready(process)
@@ -252,6 +309,9 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             process.terminate()
         for process in running:
             process.wait(20)
+        if pgbouncer is not None:
+            pgbouncer[0].terminate()
+            pgbouncer[0].wait(10)
 
 
 def _http(deployment: Deployment, **kwargs: Any) -> httpx2.AsyncClient:
@@ -386,8 +446,20 @@ async def _client(deployment: Deployment, label: str, stop: asyncio.Event, tally
         tally.errors.append(f"{label}: {exc!r}")
 
 
+def _tool_rows(deployment: Deployment) -> int:
+    with psycopg.connect(deployment.database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM audit_invocation WHERE kind = 'tool'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def test_rolling_restart_of_both_web_processes_under_load(deployment):
     tally = Tally()
+    # The earlier tests' rows are in the database first (the writer empties the journal).
+    journal = redis.Redis.from_url(REDIS_URL)
+    wait_for(lambda: journal.xlen(JOURNAL_KEY) == 0, timeout=30)
+    journal.close()
+    rows_before = _tool_rows(deployment)
     away: list[float] = []
     log_lines_before = len(deployment.access_log.read_text().splitlines())
 
@@ -420,3 +492,7 @@ def test_rolling_restart_of_both_web_processes_under_load(deployment):
     assert tally.errors == []
     assert tally.answered >= 16
     assert failed == [], failed[:10]
+    # Every answered call has its invocation row, exactly once (the audit writer, through
+    # PgBouncer when it is installed, drains the journal).
+    wait_for(lambda: _tool_rows(deployment) - rows_before >= tally.answered, timeout=30)
+    assert _tool_rows(deployment) - rows_before == tally.answered
