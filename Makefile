@@ -17,6 +17,9 @@ test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) a
 deploy-check: ## The Helm chart rendered and validated (Kubernetes 1.25 and 1.37), hadolint, compose and nginx -t (seconds, no daemon)
 	@bash scripts/deploy_check.sh
 
+deploy-docker: ## As root: dockerd, local stand-in base images, the image, compose up --scale web=2, a smoke test, teardown (~1.5 GB)
+	@bash scripts/deploy_docker.sh
+
 conformance: ## The MCP conformance suite (0.1.16; 0.2.0-alpha.12 for 2025-11-25 and 2026-07-28) against a throw-away server
 	@bash conformance/run.sh
 
