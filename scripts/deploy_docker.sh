@@ -94,12 +94,20 @@ standin_images() {
         rm -rf "$rootfs"
     fi
     say "Tagging the stand-ins python:3.11-slim, postgres:16 and redis:7-alpine (local daemon only)"
-    docker build -q -t python:3.11-slim -f deploy/standin/Dockerfile.python deploy/standin >/dev/null
-    docker build -q -t postgres:16 -f deploy/standin/Dockerfile.postgres deploy/standin >/dev/null
-    docker build -q -t redis:7-alpine -f deploy/standin/Dockerfile.redis deploy/standin >/dev/null
+    # This machine's own extra CA certificates (an egress proxy's) go into the Python stand-in,
+    # so pip reaches PyPI from the image build as it does from here.
+    local name context="$WORK/standin"
+    rm -rf "$context" && cp -r deploy/standin "$context" && mkdir -p "$context/ca"
+    cp /usr/local/share/ca-certificates/*.crt "$context/ca/" 2>/dev/null || true
+    for name in python:3.11-slim postgres:16 redis:7-alpine; do
+        docker build -q -t "$name" -f "$context/Dockerfile.${name%%:*}" "$context" >/dev/null 2>&1 ||
+            die "could not build the stand-in $name"
+    done
 }
 
-# compose.yaml as it is, but for the build (done before, with network) and web's host port.
+# compose.yaml as it is, but for the build (done before, with network) and web's host port;
+# Toolbay's containers run as the Helm chart runs them: read-only root filesystem with a
+# tmpfs on /tmp, no capabilities, no privilege escalation.
 write_compose() {
     "$PY" - "$ROOT/deploy/compose.yaml" "$WORK/compose.yaml" <<'PY'
 import sys, yaml
@@ -107,6 +115,8 @@ source, target = sys.argv[1:]
 spec = yaml.safe_load(open(source))
 for service in spec["services"].values():
     service.pop("build", None)
+    if service.get("image") == "toolbay:latest":
+        service.update(read_only=True, tmpfs=["/tmp"], cap_drop=["ALL"], security_opt=["no-new-privileges:true"])
 spec["services"]["web"].pop("ports", None)
 spec.pop("name", None)
 yaml.safe_dump(spec, open(target, "w"), sort_keys=False)
@@ -137,7 +147,10 @@ ensure_packages
 ensure_dockerd
 standin_images
 say "Building the image from deploy/Dockerfile"
-docker build --network host -q -f deploy/Dockerfile -t toolbay:latest . >/dev/null
+# The context is what git tracks or would (Debian's docker.io builds without BuildKit, which
+# alone reads deploy/Dockerfile.dockerignore); less its exclusions, all under .gitignore too.
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -c |
+    docker build --network host -q -f deploy/Dockerfile -t toolbay:latest - >/dev/null
 write_compose
 export SECRET_KEY TOOLBAY_SECRET_KEYS
 SECRET_KEY="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(50))')"

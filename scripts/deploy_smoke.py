@@ -56,7 +56,7 @@ def session_moves(webs: list[str], key: str) -> None:
                 "method": "tools/call",
                 "params": {"name": "echo", "arguments": {"text": f"hop {i}"}},
             }
-            answer = http.post(f"{web}/mcp/demo", json=call, headers={**session, "Accept": "application/json"})
+            answer = http.post(f"{web}/mcp/demo", json=call, headers=session)
             answer.raise_for_status()
             assert f"hop {i}" in answer.text, answer.text
         print(f"session {session['Mcp-Session-Id'][:8]}… served by {len(webs)} web containers in turn")
@@ -72,9 +72,10 @@ def session_moves(webs: list[str], key: str) -> None:
             assert response.headers["content-type"].startswith("text/event-stream"), response.headers
             started = time.monotonic()
             for line in response.iter_lines():
-                if line.startswith("data:"):
-                    kind = "progress" if "notifications/progress" in line else "result"
-                    arrivals.append((time.monotonic() - started, kind))
+                if "notifications/progress" in line:
+                    arrivals.append((time.monotonic() - started, "progress"))
+                elif line.startswith("data:") and '"result"' in line:
+                    arrivals.append((time.monotonic() - started, "result"))
         progress = [t for t, kind in arrivals if kind == "progress"]
         result = [t for t, kind in arrivals if kind == "result"]
         assert len(progress) == 5 and len(result) == 1 and result[0] - progress[0] > 0.5, arrivals
