@@ -150,7 +150,7 @@ say "Building the image from deploy/Dockerfile"
 # The context is what git tracks or would (Debian's docker.io builds without BuildKit, which
 # alone reads deploy/Dockerfile.dockerignore); less its exclusions, all under .gitignore too.
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -c |
-    docker build --network host -q -f deploy/Dockerfile -t toolbay:latest - >/dev/null
+    docker build --network host --force-rm -q -f deploy/Dockerfile -t toolbay:latest - >/dev/null
 write_compose
 export SECRET_KEY TOOLBAY_SECRET_KEYS
 SECRET_KEY="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(50))')"
