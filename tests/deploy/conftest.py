@@ -4,6 +4,7 @@ their own validators. None of them reads the test database or Redis."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,20 +95,27 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
 }
 
 
+_rendered: dict[tuple[str, bool], str] = {}
+
+
 def render(values: dict[str, Any], *, upgrade: bool = False) -> list[dict[str, Any]]:
-    """The chart's manifests for ``values``, as Helm would install (or upgrade) them."""
+    """The chart's manifests for ``values``, as Helm would install (or upgrade) them (each
+    value set is rendered once per run; every caller gets its own copy)."""
     import helm_python as helm
 
-    chart = helm.Chart.load(CHART)
-    rendered = chart.render(
-        values, name="tb", namespace="toolbay", is_install=not upgrade, is_upgrade=upgrade, revision=2 if upgrade else 1
-    )
-    manifests = []
-    for path, text in sorted(rendered.items()):
-        if not path.endswith(".yaml"):
-            continue
-        manifests.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return manifests
+    key = (json.dumps(values, sort_keys=True), upgrade)
+    if key not in _rendered:
+        chart = helm.Chart.load(CHART)
+        rendered = chart.render(
+            values,
+            name="tb",
+            namespace="toolbay",
+            is_install=not upgrade,
+            is_upgrade=upgrade,
+            revision=2 if upgrade else 1,
+        )
+        _rendered[key] = "\n---\n".join(text for path, text in sorted(rendered.items()) if path.endswith(".yaml"))
+    return [doc for doc in yaml.safe_load_all(_rendered[key]) if doc]
 
 
 @pytest.fixture(scope="session", autouse=True)
