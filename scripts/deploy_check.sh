@@ -8,5 +8,5 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$ROOT"
 ensure_requirements dev
-ensure_nginx
+ensure_deploy_tools
 exec "$PY" -m pytest tests/deploy -m deploy_check -q

@@ -256,17 +256,22 @@ ensure_postgres() {
     die "PostgreSQL $version/main was started but does not accept the login in $shown."
 }
 
-# ensure_nginx — Debian's nginx for the deploy checks (`nginx -t`) and the multi-process test
-# behind it, installed when missing and apt-get can run as root; otherwise those tests skip.
-ensure_nginx() {
-    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] && return 0
+# ensure_deploy_tools — Debian's nginx (the deploy checks' `nginx -t`, and the Procfile test
+# behind it) and pgbouncer (that test runs its processes through it in transaction mode),
+# installed when missing and apt-get can run as root; otherwise those parts skip.
+ensure_deploy_tools() {
+    local missing=()
+    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+    command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
+    ((${#missing[@]} == 0)) && return 0
     if command -v apt-get >/dev/null && as_root true 2>/dev/null; then
-        say "nginx is missing; installing it with apt-get (for the deploy checks)"
-        if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null 2>&1 ||
-            { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx; }; then
+        say "${missing[*]} missing; installing with apt-get (for the deployment tests)"
+        if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+            { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; }; then
             return 0
         fi
     fi
-    warn "nginx is not installed and could not be installed here (apt-get as root is needed):" \
-        "the nginx checks will be skipped. Install it with: sudo apt-get install nginx"
+    warn "${missing[*]} not installed and could not be installed here (apt-get as root is needed):" \
+        "the nginx checks skip without nginx, the Procfile test goes without PgBouncer." \
+        "Install with: sudo apt-get install ${missing[*]}"
 }

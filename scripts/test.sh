@@ -80,7 +80,7 @@ setup "install requirements-dev.txt (if changed)" ensure_requirements dev
 setup "PostgreSQL for the tests" ensure_postgres "$TEST_DATABASE_URL"
 setup "Redis for the tests" ensure_redis "$TEST_REDIS_URL"
 stage "Chromium for the browser test (if missing)" ensure_chromium
-stage "nginx for the deploy checks (if missing)" ensure_nginx
+stage "nginx and pgbouncer for the deployment tests (if missing)" ensure_deploy_tools
 
 stage "ruff check ." "$VENV/bin/ruff" check .
 stage "ruff format --check ." "$VENV/bin/ruff" format --check .
