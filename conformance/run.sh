@@ -50,12 +50,13 @@ server_env=(
     REDIS_URL="$REDIS_URL_CONF"
     CELERY_BROKER_URL="$REDIS_URL_CONF"
     CHANNEL_LAYER_PREFIX=toolbay-conformance:asgi
-    TOOLBAY_ADMIN_PASSWORD="conformance-$RANDOM$RANDOM"
+    # The suite's fixtures live outside the product (conformance/handlers/).
+    TOOLBAY_HANDLER_MODULES=conformance.handlers
 )
 
-say "Preparing the server's database (var/conformance/db.sqlite3): migrate + seed_demo"
+say "Preparing the server's database (var/conformance/db.sqlite3): migrate + conformance.seed"
 if ! env "${server_env[@]}" "$PY" manage.py migrate --noinput >"$WORK/setup.log" 2>&1 ||
-    ! env "${server_env[@]}" "$PY" manage.py seed_demo >>"$WORK/setup.log" 2>&1; then
+    ! env "${server_env[@]}" "$PY" -m conformance.seed >>"$WORK/setup.log" 2>&1; then
     cat "$WORK/setup.log" >&2
     die "could not prepare the conformance database (output above)."
 fi
@@ -65,7 +66,7 @@ url="http://localhost:$port/mcp/conformance"
 say "Starting uvicorn on 127.0.0.1:$port and a Celery worker (logs: var/conformance/server.log, worker.log)"
 start_child "conformance server" "$WORK/server.log" env "${server_env[@]}" "$VENV/bin/uvicorn" \
     mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --loop uvloop --http httptools \
-    --log-level warning --no-access-log --timeout-graceful-shutdown 3
+    --log-level warning --no-access-log --timeout-graceful-shutdown 3 --forwarded-allow-ips "${TOOLBAY_TRUSTED_PROXIES:-}"
 server_pid="$CHILD_PID"
 # Background tools (execution mode "background") need a worker, as in any deployment.
 start_child "conformance worker" "$WORK/worker.log" env "${server_env[@]}" "$VENV/bin/celery" -A mcp_platform \

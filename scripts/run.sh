@@ -42,15 +42,17 @@ else
     say "Applying migrations to the SQLite file db.sqlite3"
 fi
 "$PY" manage.py migrate --noinput
-say "Seeding the demo tenants and tools (safe to repeat)"
+say "Seeding the demo tenant and its tools (safe to repeat)"
 "$PY" manage.py seed_demo
 # The demo tenant takes OAuth access tokens from the embedded authorization server too, so MCP
 # clients that sign in (rather than send a key) connect out of the box.
 "$PY" manage.py oauth_enable demo
 
 say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer and the upstream listener"
+# X-Forwarded-* only from TOOLBAY_TRUSTED_PROXIES (uvicorn would trust 127.0.0.1 by default,
+# letting any local client turn the advertised issuer into https://).
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
-    --loop uvloop --http httptools --timeout-graceful-shutdown 5
+    --loop uvloop --http httptools --forwarded-allow-ips "${TOOLBAY_TRUSTED_PROXIES:-}" --timeout-graceful-shutdown 5
 web_pid="$CHILD_PID"
 # Both queues (calls longer than TOOLBAY_LONG_CALL_SECONDS go to toolbay.long) and the
 # embedded beat for the periodic clean-ups; a deployment runs one beat of its own instead.
@@ -83,7 +85,6 @@ cat >&2 <<EOF
     MCP    $base/mcp/demo          Authorization: Bearer <key>, or sign in with OAuth (as admin)
            create a key: .venv/bin/python manage.py create_api_key demo --name laptop
            authorized clients: $base/oauth/authorizations/
-           $base/mcp/conformance   anonymous, the conformance fixture tools
   Press Ctrl-C to stop the server, the worker and any Redis started here.
 
 EOF

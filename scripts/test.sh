@@ -85,7 +85,7 @@ stage "nginx and pgbouncer for the deployment tests (if missing)" ensure_deploy_
 stage "ruff check ." "$VENV/bin/ruff" check .
 stage "ruff format --check ." "$VENV/bin/ruff" format --check .
 stage "import contracts (lint-imports)" "$VENV/bin/lint-imports"
-stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth
+stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth staff_auth
 stage "makemigrations --check --dry-run" makemigrations_check
 stage "deploy-check (make deploy-check)" bash "$ROOT/scripts/deploy_check.sh"
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose

@@ -10,7 +10,8 @@ import os
 os.environ["DATABASE_URL"] = os.environ.get("TOOLBAY_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay")
 os.environ["REDIS_URL"] = os.environ.get("TOOLBAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 os.environ.setdefault("CHANNEL_LAYER_PREFIX", "toolbay-test:asgi")
-os.environ.setdefault("TOOLBAY_HANDLER_MODULES", "tests.mcp.handlers")
+# The conformance fixtures (outside the product) are handlers many tests call too.
+os.environ.setdefault("TOOLBAY_HANDLER_MODULES", "tests.mcp.handlers,conformance.handlers")
 
 from mcp_platform.settings import *  # noqa: F403
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from audit.models import AuditEvent
+from conformance.handlers.fixtures import PNG_1PX
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
-from tools_app.packs.conformance import PNG_1PX
 
 from .conftest import ROLES, ids
 

@@ -189,7 +189,8 @@ BAD_FIELDS = [
 def test_validation_matches_the_admin(as_role, acme, field, value) -> None:
     response = as_role("admin").post("/api/v1/tools/", tool_body(**{field: value}), format="json")
     assert response.status_code == 400
-    assert response.json() == {field: admin_messages(**{field: value})[field]}
+    # The same checks for the same catalog: acme's (which also bounds the handlers listed).
+    assert response.json() == {field: admin_messages(tenant_id=acme.pk, **{field: value})[field]}
     assert not Tool.objects.exists()
 
 
@@ -260,3 +261,12 @@ def test_deleting_a_granted_tool_deletes_its_rules(as_role, acme, make_tool, gra
     rule = grant(acme, tool, owner=acme)
     assert as_role("admin").delete(f"/api/v1/tools/{tool.pk}/").status_code == 204
     assert not AccessRule.objects.filter(pk=rule.pk).exists()
+
+
+def test_a_worker_timeout_the_broker_cannot_hold_is_refused(as_role) -> None:
+    body = tool_body(execution_mode="background", timeout_seconds=86400)
+    response = as_role("admin").post("/api/v1/tools/", body, format="json")
+    assert response.status_code == 400
+    (message,) = response.json()["timeout_seconds"]
+    assert "set CELERY_VISIBILITY_TIMEOUT to at least 86462 on every process" in message
+    assert not Tool.objects.exists()

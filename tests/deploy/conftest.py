@@ -37,6 +37,7 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         "tlsSecret": "toolbay-ca",
         "allowedHosts": ["toolbay.example.com"],
         "publicUrl": "https://toolbay.example.com",
+        "trustedProxies": "10.244.0.0/16",
         "env": {"TOOLBAY_LONG_CALL_SECONDS": "60", "MCP_SSE_KEEPALIVE_SECONDS": 10},
         "web": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12}},
         "workers": [

@@ -99,6 +99,9 @@ def test_web_probes_and_graceful_termination(name):
         host = container[probe]["httpGet"]["httpHeaders"][0]
         assert host == {"name": "Host", "value": "localhost"}
         assert "localhost" in _env(container)["ALLOWED_HOSTS"].split(",")
+    # X-Forwarded-* believed from TOOLBAY_TRUSTED_PROXIES only (uvicorn's default is 127.0.0.1).
+    assert "--forwarded-allow-ips=$(TOOLBAY_TRUSTED_PROXIES)" in container["command"]
+    assert "TOOLBAY_TRUSTED_PROXIES" in _env(container)
     graceful = [int(a.split("=")[1]) for a in container["command"] if a.startswith("--timeout-graceful-shutdown=")]
     pre_stop = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     assert graceful and spec["terminationGracePeriodSeconds"] > pre_stop + graceful[0]

@@ -214,6 +214,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         "DATABASE_URL": database_url,
         "REDIS_URL": REDIS_URL,
         "LOG_FORMAT": "json",
+        # nginx is the proxy the web processes believe X-Forwarded-For from.
+        "TOOLBAY_TRUSTED_PROXIES": "127.0.0.1",
         # Quick beats: a lost call is known lost within seconds (README "No call without an end").
         "TOOLBAY_HEARTBEAT_SECONDS": "0.5",
         "MCP_SSE_KEEPALIVE_SECONDS": "1",

@@ -24,6 +24,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
+from conformance.seed import seed_conformance
 from tenants.services import api_key_create, api_key_revoke, tenant_create
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
@@ -104,6 +105,9 @@ def start_server(
             "--log-level",
             "warning",
             "--no-access-log",
+            # As production launches it: X-Forwarded-* from no one unless configured.
+            "--forwarded-allow-ips",
+            os.environ.get("TOOLBAY_TRUSTED_PROXIES", ""),
         ],
         cwd=ROOT,
         env=env,
@@ -230,6 +234,7 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
     world = LiveWorld()
     with django_db_blocker.unblock():
         call_command("seed_demo", stdout=io.StringIO())
+        seed_conformance()
         alpha = tenant_create(slug="live-alpha", name="Live Alpha")
         beta = tenant_create(slug="live-beta", name="Live Beta")
         tenant_create(slug="live-public", name="Live Public", allow_anonymous=True)

@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 
 from tools_app.backends.base import BackendError
-from tools_app.backends.python.registry import tool_handler
+from tools_app.handlers import EVERY_CATALOG, resource_handler, tool_handler
 
 
 @tool_handler("testing.stubborn")
@@ -34,7 +34,8 @@ async def crash(ctx: Any, arguments: dict[str, Any]) -> str:
     raise RuntimeError("unexpected bug with a secret detail inside")
 
 
-@tool_handler("testing.record_run")
+# A tenant-private tool uses it (tests/audit/test_live_approvals.py).
+@tool_handler("testing.record_run", catalogs=EVERY_CATALOG)
 async def record_run(ctx: Any, arguments: dict[str, Any]) -> str:
     """Counts every run of the call under ``key`` in Redis: the confirmation tests check that
     a call nobody confirmed never reached its backend."""
@@ -53,3 +54,15 @@ async def loop_blocker(ctx: Any, arguments: dict[str, Any]) -> str:
     """A coroutine that blocks its event loop: the worker cannot enforce its timeout."""
     time.sleep(arguments.get("seconds", 10))  # blocking the loop is the behaviour under test
     return "loop blocker finished"
+
+
+@tool_handler("testing.acme_only", catalogs=("acme",))
+async def acme_only(ctx: Any, arguments: dict[str, Any]) -> str:
+    """Offered to the platform catalog and acme's only (tests/*/test_handler_catalogs.py)."""
+    return "for acme"
+
+
+@resource_handler("testing.platform_rows")
+async def platform_rows(uri: str, variables: dict[str, str]) -> str:
+    """A resource handler only the platform catalog may bind (the default)."""
+    return f"rows of {uri}"

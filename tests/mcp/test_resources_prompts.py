@@ -24,10 +24,10 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
 from audit.models import Invocation
+from conformance.handlers.fixtures import PNG_1PX
 from mcp_platform.mcp import names
 from tenants.services import api_key_create, tenant_create
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
-from tools_app.packs.conformance import PNG_1PX
 
 pytestmark = pytest.mark.live
 

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from tools_app.backends.python.registry import handler_names
+from tools_app.backends.python.registry import names_of
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.spec import ToolSpec
 
@@ -63,7 +63,10 @@ def tool_data(**overrides: Any) -> dict[str, Any]:
 
 
 def rule_data(**overrides: Any) -> dict[str, Any]:
-    data = {"effect": "allow", "tool": "", "tool_pattern": "", "tenant": "", "owner": "", "scopes": "", "note": ""}
+    data = {
+        "effect": "allow", "tool": "", "tool_pattern": "", "tenant": "", "owner": "", "scopes": "", "enabled": "on",
+        "note": "",
+    }  # fmt: skip
     data.update(overrides)
     return data
 
@@ -234,7 +237,7 @@ def test_json_fields_are_pretty_printed(admin_client: Client, make_tool) -> None
 
 def test_handler_select_offers_registered_handlers_only(admin_client: Client) -> None:
     form = admin_client.get(url("tool_add")).context["adminform"].form
-    assert [value for value, _ in form.fields["handler"].choices] == ["", *handler_names()]
+    assert [value for value, _ in form.fields["handler"].choices] == ["", *names_of("tool")]
 
 
 def test_new_tool_from_the_admin(admin_client: Client) -> None:

@@ -11,13 +11,13 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
+from conformance.handlers.fixtures import PNG_1PX
 from mcp_platform.mcp.host import Requester
 from tests.credentials import principal_of
 from tools_app.catalog.cache import catalog_cache, content_cache
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
 from tools_app.catalog.prompt_messages import MessageProblem, check_messages, render_messages
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
-from tools_app.packs.conformance import PNG_1PX
 from tools_app.runs.host import PlatformToolHost
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ validation, forms) asks this registry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +18,11 @@ class BackendConfigError(ValueError):
     """A backend configuration cannot work; the message is shown to the admin."""
 
 
-def _no_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
+def _no_references(config: dict[str, Any], *, tenant_id: int | None, feature: str = "tool") -> None:
     """Settings that name nothing outside the tool need no reference check."""
 
 
-def _no_choices() -> dict[str, list[str]]:
+def _no_choices(*, tenant_ids: Collection[int] | None = None) -> dict[str, list[str]]:
     return {}
 
 
@@ -31,17 +31,18 @@ class BackendKind:
     """What the catalog needs to know of one backend kind.
 
     ``validate_config(config)`` raises BackendConfigError for settings that cannot work;
-    ``check_references(config, tenant_id=...)`` raises it when they name something (a
-    secret, an upstream server) the tool's tenant does not have; ``config_choices()`` maps
-    a setting to the values it may take (the python backend's registered handler names),
-    for forms to offer as a select. ``features`` maps what else the kind can serve
+    ``check_references(config, tenant_id=..., feature=...)`` raises it when they name
+    something (a secret, an upstream server, a handler) the tool's catalog may not use;
+    ``config_choices(tenant_ids=...)`` maps a setting to the values it may take in those
+    tenants' catalogs (None: every catalog; the python backend's handler names), for forms
+    to offer as a select. ``features`` maps what else the kind can serve
     (``resource``, ``template``, ``prompt``) to the check of its settings for that use.
     """
 
     name: str
     validate_config: Callable[[dict[str, Any]], None]
     check_references: Callable[..., None] = _no_references
-    config_choices: Callable[[], dict[str, list[str]]] = field(default=_no_choices)
+    config_choices: Callable[..., dict[str, list[str]]] = field(default=_no_choices)
     features: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
 
 
@@ -60,10 +61,11 @@ def kind_for(name: str) -> BackendKind:
         raise BackendConfigError(f"unknown backend kind {name!r}") from None
 
 
-def config_choices(name: str, setting: str) -> list[str]:
-    """The values ``setting`` of backend ``name`` may take ([] when it is free or unknown)."""
+def config_choices(name: str, setting: str, *, tenant_ids: Collection[int] | None = None) -> list[str]:
+    """The values ``setting`` of backend ``name`` may take in the catalogs of ``tenant_ids``
+    (None: every catalog); [] when it is free or unknown."""
     kind = _kinds.get(name)
-    return kind.config_choices().get(setting, []) if kind is not None else []
+    return kind.config_choices(tenant_ids=tenant_ids).get(setting, []) if kind is not None else []
 
 
 FEATURE_LABELS = {"tool": "tools", "resource": "resources", "template": "resource templates", "prompt": "prompts"}
@@ -82,7 +84,7 @@ def backend_config_errors(kind_name: str, config: Any, *, tenant_id: int | None,
             kind.features[feature](config)
         else:
             raise BackendConfigError(f"the {kind_name} backend cannot serve {FEATURE_LABELS[feature]}")
-        kind.check_references(config, tenant_id=tenant_id)
+        kind.check_references(config, tenant_id=tenant_id, feature=feature)
     except BackendConfigError as exc:
         return [str(exc)]
     return []

@@ -15,6 +15,7 @@ from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.services import tool_check_platform_rules
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -65,13 +66,14 @@ class PrettyJSONField(forms.JSONField):
         return json.dumps(value, indent=2, ensure_ascii=False, cls=self.encoder)
 
 
-def handler_names() -> list[str]:
-    """The python backend's registered handlers (it registers them with the catalog)."""
-    return config_choices("python", "handler")
+def handler_names(tenant_ids: frozenset[int] | None = None) -> list[str]:
+    """The python backend's handlers the catalogs of ``tenant_ids`` may bind (None: every
+    handler, which the platform catalog may bind; the backend registers them with the catalog)."""
+    return config_choices("python", "handler", tenant_ids=tenant_ids)
 
 
-def handler_choices(current: str | None = None) -> list[tuple[str, str]]:
-    names = handler_names()
+def handler_choices(current: str | None = None, tenant_ids: frozenset[int] | None = None) -> list[tuple[str, str]]:
+    names = handler_names(tenant_ids)
     choices = [("", "---------")] + [(name, name) for name in names]
     if current and current not in names:
         # Keep a handler that is gone visible instead of silently selecting another one.
@@ -80,7 +82,13 @@ def handler_choices(current: str | None = None) -> list[tuple[str, str]]:
 
 
 class ToolForm(forms.ModelForm[Tool]):
-    """A tool with its JSON fields as pretty-printed text and the python handler as a select."""
+    """A tool with its JSON fields as pretty-printed text and the python handler as a select.
+
+    ``handler_tenant_ids`` is set by the admin for tenant admins: the select offers only the
+    handlers their tenants' catalogs may bind (the model's check then holds the chosen tenant
+    to its own)."""
+
+    handler_tenant_ids: ClassVar[frozenset[int] | None] = None
 
     handler = forms.ChoiceField(
         required=False,
@@ -112,6 +120,9 @@ class ToolForm(forms.ModelForm[Tool]):
         "comes from the select above.",
     )
 
+    # Set by the admin for tenant admins: they may not rename or move a tool platform rules target.
+    check_platform_rules: ClassVar[bool] = False
+
     class Meta:
         model = Tool
         fields = "__all__"
@@ -122,7 +133,7 @@ class ToolForm(forms.ModelForm[Tool]):
         current = config.get("handler") if isinstance(config, dict) else None
         if "handler" in self.fields:
             cast(forms.ChoiceField, self.fields["handler"]).choices = handler_choices(
-                current if isinstance(current, str) else None
+                current if isinstance(current, str) else None, self.handler_tenant_ids
             )
             if isinstance(current, str):
                 self.initial.setdefault("handler", current)
@@ -131,7 +142,7 @@ class ToolForm(forms.ModelForm[Tool]):
 
     def clean_handler(self) -> str:
         name: str = self.cleaned_data.get("handler", "")
-        if name and name not in handler_names():
+        if name and name not in handler_names(self.handler_tenant_ids):
             raise ValidationError(
                 "The handler %(name)r is not registered in this deployment; choose another one.",
                 code="unregistered",
@@ -143,6 +154,12 @@ class ToolForm(forms.ModelForm[Tool]):
         super().clean()
         cleaned = self.cleaned_data
         self._check_name_is_free(cleaned)
+        if self.check_platform_rules:
+            changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
+            try:
+                tool_check_platform_rules(tool=self.instance, changes=changes)
+            except ValidationError as exc:
+                self.add_error(None, exc)
         config = cleaned.get("backend_config")
         if cleaned.get("backend_kind") == Tool.Backend.PYTHON and isinstance(config, dict):
             handler = cleaned.get("handler")

@@ -19,7 +19,7 @@ from tools_app.catalog.backend_kinds import backend_config_errors
 from tools_app.catalog.fields import VerbatimJSONField
 from tools_app.catalog.prompt_messages import MessageProblem, check_messages
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
-from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors
+from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors, worker_timeout_error
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -144,6 +144,14 @@ class Tool(models.Model):
             description=self.description,
             tenant_id=self.tenant_id,
         )
+        too_long = worker_timeout_error(
+            name=self.name,
+            timeout_seconds=self.timeout_seconds,
+            execution_mode=self.execution_mode,
+            task_support=self.task_support,
+        )
+        if too_long:
+            errors.setdefault("timeout_seconds", []).append(too_long)
         if errors:
             raise ValidationError(errors)
 
@@ -225,7 +233,9 @@ class AccessRule(models.Model):
     scopes = models.JSONField(
         default=list,
         blank=True,
-        help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes).",
+        help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes). A "
+        "tenant's admins set the scopes of its keys: on a platform rule, scopes let the tenant choose which of its "
+        "credentials the rule applies to.",
     )
     confirmation = models.CharField(
         max_length=16,
@@ -233,6 +243,11 @@ class AccessRule(models.Model):
         blank=True,
         help_text="A stricter confirmation policy for the callers this rule applies to (empty: the tool's). "
         "The strictest applicable policy wins: a rule can tighten a tool's policy, never loosen it.",
+    )
+    enabled = models.BooleanField(
+        default=True,
+        help_text="A disabled rule applies to no one. Toolbay disables a rule whose last API key was deleted "
+        "rather than let it apply to every credential.",
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

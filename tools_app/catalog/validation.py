@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from tools_app.catalog.backend_kinds import backend_config_errors
@@ -80,3 +81,42 @@ def tool_field_errors(
     for message in backend_config_errors(backend_kind, backend_config, tenant_id=tenant_id):
         add("backend_config", message)
     return errors
+
+
+# A worker holds the broker message of a call it runs unacknowledged until the call ended: its
+# timeout, the cancel grace (MCP_CANCEL_GRACE_SECONDS) and the recovery's slack
+# (tools_app.runs.recovery, 5 s; a minute here, for a loaded worker) must fit in Celery's
+# visibility timeout, or the broker hands the still-running call to another worker as well.
+WORKER_SLACK_SECONDS = 60.0
+
+
+def visibility_timeout() -> int:
+    options: dict[str, Any] = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # CELERY_VISIBILITY_TIMEOUT
+    return int(options["visibility_timeout"])
+
+
+def longest_worker_timeout() -> float:
+    """The longest timeout a tool that can run on a worker may have with these settings."""
+    return visibility_timeout() - settings.MCP_CANCEL_GRACE_SECONDS - WORKER_SLACK_SECONDS
+
+
+def runs_on_workers(*, execution_mode: str, task_support: str) -> bool:
+    """Background tools run on workers, and so does every task (tools with task support)."""
+    return execution_mode == "background" or task_support != "forbidden"
+
+
+def worker_timeout_error(*, name: str, timeout_seconds: Any, execution_mode: str, task_support: str) -> str:
+    """Why this timeout cannot work on the workers, naming the setting to raise; "" when it can."""
+    if not isinstance(timeout_seconds, int | float) or not runs_on_workers(
+        execution_mode=execution_mode, task_support=task_support
+    ):
+        return ""
+    if timeout_seconds <= longest_worker_timeout():
+        return ""
+    needed = timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + WORKER_SLACK_SECONDS
+    return (
+        f"{name!r} runs on Celery workers (background, or with task support) with a timeout of "
+        f"{timeout_seconds:g} s, but a worker's call is handed to another worker after "
+        f"CELERY_VISIBILITY_TIMEOUT={visibility_timeout()} s: at most {longest_worker_timeout():g} s fits. "
+        f"Lower the timeout, or set CELERY_VISIBILITY_TIMEOUT to at least {needed:g} on every process."
+    )

@@ -1,15 +1,9 @@
-"""Built-in packs of tools, resources and prompts. Importing a pack registers its handlers."""
+"""Built-in packs of tools, resources and prompts. Importing a pack registers its handlers.
 
-import dataclasses
+The product ships one pack, ``demo`` (installed by ``seed_demo``); the conformance suite's
+fixtures live outside the product, in ``conformance.handlers``.
+"""
 
-from tools_app.packs import conformance, conformance_stateless, conformance_tasks, demo
+from tools_app.packs import demo
 
-PACKS = {
-    "demo": demo.PACK,
-    # The 2026-07-28 scenarios' fixtures join the 2025-11-25 suite's on the same endpoint.
-    "conformance": dataclasses.replace(
-        conformance.PACK,
-        tools=[*conformance.PACK.tools, *conformance_stateless.TOOLS, *conformance_tasks.TOOLS],
-        prompts=[*conformance.PACK.prompts, *conformance_stateless.PROMPTS],
-    ),
-}
+__all__ = ["demo"]

@@ -1,5 +1,6 @@
 """The ``demo`` pack: small useful tools, a resource, a resource template and a prompt that
-``seed_demo`` grants to the demo tenant."""
+``seed_demo`` grants to the demo tenant. The handlers are harmless, so every tenant's admins
+may bind them to private tools of their own."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tools_app.backends.python.registry import resource_handler, tool_handler
-from tools_app.backends.results import ToolError
 from tools_app.catalog.definitions import (
     Pack,
     PromptDefinition,
@@ -17,23 +16,23 @@ from tools_app.catalog.definitions import (
     ResourceTemplateDefinition,
     ToolDefinition,
 )
-from tools_app.runs.context import ToolContext
+from tools_app.handlers import EVERY_CATALOG, ToolContext, ToolError, resource_handler, tool_handler
 
 COUNTDOWN_STEP_SECONDS = 0.2
 SLOW_COUNT_STEP_SECONDS = 0.1
 
 
-@tool_handler("demo.echo")
+@tool_handler("demo.echo", catalogs=EVERY_CATALOG)
 async def echo(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return str(arguments["text"])
 
 
-@tool_handler("demo.add")
+@tool_handler("demo.add", catalogs=EVERY_CATALOG)
 async def add(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"sum": arguments["a"] + arguments["b"]}
 
 
-@tool_handler("demo.get_time")
+@tool_handler("demo.get_time", catalogs=EVERY_CATALOG)
 async def get_time(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any]:
     zone_name = arguments.get("timezone", "UTC")
     try:
@@ -44,7 +43,7 @@ async def get_time(ctx: ToolContext, arguments: dict[str, Any]) -> dict[str, Any
     return {"iso": now.isoformat(), "timezone": zone_name, "unix": int(now.timestamp())}
 
 
-@tool_handler("demo.countdown")
+@tool_handler("demo.countdown", catalogs=EVERY_CATALOG)
 async def countdown(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     n = arguments["n"]
     for step in range(1, n + 1):
@@ -55,7 +54,7 @@ async def countdown(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Countdown from {n} finished."
 
 
-@tool_handler("demo.slow_count")
+@tool_handler("demo.slow_count", catalogs=EVERY_CATALOG)
 async def slow_count(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     count = arguments["count"]
     for step in range(1, count + 1):
@@ -145,7 +144,7 @@ TOOLS = [
 ]
 
 
-@resource_handler("demo.time_in")
+@resource_handler("demo.time_in", catalogs=EVERY_CATALOG)
 async def time_in(uri: str, variables: dict[str, str]) -> str:
     zone_name = variables.get("timezone") or "UTC"
     try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from audit.journal import invocation_row, journal
@@ -24,8 +24,8 @@ from mcp_platform.mcp.calls import InputRequired, MissingClientCapability
 from mcp_platform.mcp.host import Requester
 from mcp_platform.mcp.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, JsonRpcError
 from tenants.principal import Principal
-from tools_app.backends.base import BackendError
-from tools_app.backends.registry import backend_for
+from tools_app.backends.base import Backend, BackendError
+from tools_app.backends.registry import BACKENDS, backend_for
 from tools_app.backends.results import ToolError
 from tools_app.catalog.cache import VisibleSet, content_cache
 from tools_app.catalog.prompt_messages import render_messages
@@ -54,20 +54,22 @@ def _row(principal: Principal, requester: Requester, **fields: Any) -> dict[str,
     )
 
 
-async def _backend(entry: Any, operation: str, *args: Any, requester: Requester | None = None) -> Any:
-    """Run a backend operation under the entry's timeout; errors become _Failed.
+async def _backend(
+    entry: Any, operation: Callable[[Backend, ToolContext | None], Awaitable[Any]], requester: Requester | None
+) -> Any:
+    """Run ``operation`` on the entry's backend under the entry's timeout; errors become _Failed.
 
     A python handler may ask the client for input through the request's link, as a tool
-    handler does (``ctx``); HTTP endpoints and upstream servers cannot.
+    handler does (``ctx``); HTTP endpoints and upstream servers cannot, and ignore it.
     """
-    module = backend_for(entry.backend_kind)
-    options: dict[str, Any] = {}
-    if requester is not None and requester.link is not None and entry.backend_kind == "python":
+    backend = backend_for(entry.backend_kind)
+    ctx = None
+    if requester is not None and requester.link is not None:
         # A read or a prompt, not a tool call: no confirmation applies.
-        options["ctx"] = ToolContext(requester.link, tool_name=entry.name, confirmation="none")
+        ctx = ToolContext(requester.link, tool_name=entry.name, confirmation="none")
     try:
         async with asyncio.timeout(entry.timeout_seconds):
-            return await getattr(module, operation)(entry, *args, **options)
+            return await operation(backend, ctx)
     except TimeoutError:
         raise _Failed(Outcome.TIMED_OUT, f"timed out after {entry.timeout_seconds:g} seconds") from None
     except (BackendError, ToolError) as exc:
@@ -105,7 +107,9 @@ async def read_resource(
         if isinstance(entry, ResourceSpec) and entry.is_static:
             contents = await _static_contents(entry)
         else:
-            contents = await _backend(entry, "read_resource", uri, variables, requester=requester)
+            contents = await _backend(
+                entry, lambda backend, ctx: backend.read_resource(entry, uri, variables, ctx=ctx), requester
+            )
         if not contents:
             raise _Failed(Outcome.FAILED, "the backend returned no content")
     except (InputRequired, MissingClientCapability) as asked:
@@ -161,7 +165,9 @@ async def _prompt_result(prompt: PromptSpec, arguments: dict[str, str], requeste
         messages = render_messages(prompt.messages, given)
         result: dict[str, Any] = {}
     else:
-        result = dict(await _backend(prompt, "get_prompt", given, requester=requester))
+        result = dict(
+            await _backend(prompt, lambda backend, ctx: backend.get_prompt(prompt, given, ctx=ctx), requester)
+        )
         messages = result.pop("messages")
     if not isinstance(messages, list) or not messages:
         raise _Failed(Outcome.FAILED, "the prompt has no messages")
@@ -190,9 +196,11 @@ async def complete(
             "total": len(values),
             "hasMore": len(values) > MAX_COMPLETION_VALUES,
         }
-    if entry.backend_kind in ("python", "upstream_mcp"):
+    if entry.backend_kind in BACKENDS:  # static content completes nothing
         try:
-            found = await _backend(entry, "complete", argument, value, dict(context))
+            found = await _backend(
+                entry, lambda backend, _: backend.complete(entry, argument, value, dict(context)), requester=None
+            )
         except _Failed:
             found = None
         if found is not None:

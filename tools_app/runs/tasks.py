@@ -12,12 +12,14 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_init, worker_process_init
+from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
 from audit.models import ConfirmationOutcome, Outcome
 from tools_app.backends.results import error_result
+from tools_app.catalog.checks import tool_timeout_problem
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.approvals import approvals_purge_expired
 from tools_app.runs.confirmation import CONFIRMATION_KEY, unconfirmed_result
@@ -37,6 +39,16 @@ log = logging.getLogger(__name__)
 @worker_process_init.connect
 def _in_pool_child(**_: Any) -> None:
     WorkerState.in_pool_child = True
+
+
+@worker_init.connect
+def _say_which_setting_to_raise(**_: Any) -> None:
+    # migrate refuses such tools (tools_app.catalog.checks); a worker started anyway, or after
+    # CELERY_VISIBILITY_TIMEOUT was lowered, says so at once instead of running calls twice later.
+    problem = tool_timeout_problem()
+    if problem:
+        log.error("%s", problem)
+    connections.close_all()  # read before the pool forks: no child may inherit this connection
 
 
 def _fail(run_id: str, text: str) -> None:

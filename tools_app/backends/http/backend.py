@@ -49,11 +49,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 from django.conf import settings
 
-from tools_app.backends.base import BackendConfigError, BackendError, CallContext
+from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, Feature
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.results import ToolError, structured_result, text_block
 from tools_app.backends.vault import SecretUnavailable, redact, secret_exists, secret_value
-from tools_app.catalog.spec import ToolSpec
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 BODY_METHODS = ("POST", "PUT", "PATCH")
@@ -490,9 +490,6 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
 
 # --- resources and prompts ----------------------------------------------------------------
 
-validate_resource_config = validate_config
-validate_prompt_config = validate_config
-
 
 async def _fetch_ok(target: HttpTarget, arguments: dict[str, Any]) -> FetchedResponse:
     """The 2xx response; BackendError (with the status and the start of the body) otherwise."""
@@ -534,3 +531,27 @@ async def get_prompt(prompt: HttpTarget, arguments: dict[str, str]) -> dict[str,
         raise BackendError('the prompt endpoint must answer {"messages": [...]} or a list of messages')
     text = _decode(fetched.body, fetched.charset)
     return {"messages": [{"role": "user", "content": text_block(text)}]}
+
+
+class HttpBackend(Backend):
+    kind = "http"
+    features = frozenset({"resource", "template", "prompt"})
+
+    def validate_config(self, config: dict[str, Any], *, feature: Feature = "tool") -> None:
+        validate_config(config)  # one request, whatever it serves
+
+    def check_references(self, config: dict[str, Any], *, tenant_id: int | None, feature: Feature = "tool") -> None:
+        check_references(config, tenant_id=tenant_id)
+
+    async def call(self, tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
+        return await call(tool, arguments, ctx)
+
+    async def read_resource(
+        self, entry: ResourceSpec | TemplateSpec, uri: str, variables: dict[str, str], *, ctx: CallContext | None
+    ) -> list[dict[str, Any]]:
+        return await read_resource(entry, uri, variables)
+
+    async def get_prompt(
+        self, prompt: PromptSpec, arguments: dict[str, str], *, ctx: CallContext | None
+    ) -> dict[str, Any]:
+        return await get_prompt(prompt, arguments)

@@ -1,85 +1,119 @@
-"""Python tool handlers, registered in code by name.
+"""Python handlers, registered in code by name, each offered to the catalogs that may bind it.
 
-The admin offers only registered names, so admin input can never point at an arbitrary
-import path. A pack module (``tools_app.packs``) decorates its handlers and lists the tool
-definitions (``tools_app.catalog.definitions``) that ``seed_demo`` installs.
+The admin and the REST API accept only registered names, so their input can never point at
+an arbitrary import path. Tool authors register through ``tools_app.handlers`` (the public
+API); a pack module (``tools_app.packs``) decorates its handlers and lists the definitions
+(``tools_app.catalog.definitions``) that ``seed_demo`` installs.
 
-A handler is ``async def handler(ctx: ToolContext, arguments: dict) -> ToolOutput`` (or a
+**Which catalogs may bind a handler.** A handler is code the operator deployed; whether a
+tenant admin may point a private tool at it is the operator's decision, made where the
+handler is registered: ``catalogs=()`` (the default) offers it to the platform catalog only,
+``catalogs=("acme", "globex")`` also to those tenants' private catalogs, and
+``catalogs=EVERY_CATALOG`` to every tenant. The platform catalog may bind every handler.
+A catalog that may not bind a handler is told it does not exist, and lists of handlers show
+each caller only those it may bind.
+
+A tool handler is ``async def handler(ctx: ToolContext, arguments: dict) -> ToolOutput`` (or a
 plain ``def`` with the same shape, which runs in a worker thread with a blocking context).
+A resource handler is ``async def handler(uri: str, variables: dict[str, str]) -> …``
+returning text (str), bytes, or a list of ResourceContents dicts; a prompt handler
+``async def handler(arguments: dict[str, str]) -> …`` returning a list of PromptMessage
+dicts or a GetPromptResult dict; a completion handler
+``async def handler(argument: str, value: str, context: dict[str, str]) -> list[str]``.
+Plain ``def`` handlers run in a worker thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
 Handler = Callable[..., Any]
+HandlerKind = Literal["tool", "resource", "prompt", "completion"]
 
-_handlers: dict[str, Handler] = {}
+EVERY_CATALOG: Final = "*"
+"""``catalogs=EVERY_CATALOG``: every tenant's private catalog may bind the handler."""
 
-
-def tool_handler(name: str) -> Callable[[Handler], Handler]:
-    """Register ``fn`` under ``name`` (e.g. ``"demo.echo"``); names are unique."""
-
-    def register(fn: Handler) -> Handler:
-        if name in _handlers and _handlers[name] is not fn:
-            raise ValueError(f"tool handler {name!r} is already registered")
-        _handlers[name] = fn
-        return fn
-
-    return register
+Catalogs = Iterable[str] | Literal["*"]
 
 
-def get_handler(name: str) -> Handler | None:
-    return _handlers.get(name)
+@dataclass(frozen=True)
+class Registration:
+    """One registered handler: ``catalogs`` is None for every catalog, else the tenant slugs
+    (besides the platform catalog) that may bind it."""
+
+    name: str
+    handler: Handler
+    catalogs: frozenset[str] | None
+
+    def offered_to(self, catalog: str | None) -> bool:
+        """Whether the catalog (a tenant's slug; None: the platform's) may bind this handler."""
+        return catalog is None or self.catalogs is None or catalog in self.catalogs
 
 
-def handler_names() -> list[str]:
-    return sorted(_handlers)
+_tables: dict[HandlerKind, dict[str, Registration]] = {"tool": {}, "resource": {}, "prompt": {}, "completion": {}}
 
 
-# Resources, prompts and completions served by Python code, registered the same way.
-# A resource handler is ``async def handler(uri: str, variables: dict[str, str]) -> …``
-# returning text (str), bytes, or a list of ResourceContents dicts; a prompt handler
-# ``async def handler(arguments: dict[str, str]) -> …`` returning a list of PromptMessage
-# dicts or a GetPromptResult dict; a completion handler
-# ``async def handler(argument: str, value: str, context: dict[str, str]) -> list[str]``.
-# Plain ``def`` handlers run in a worker thread.
-
-_resource_handlers: dict[str, Handler] = {}
-_prompt_handlers: dict[str, Handler] = {}
-_completion_handlers: dict[str, Handler] = {}
+def _catalog_set(catalogs: Catalogs) -> frozenset[str] | None:
+    if catalogs == EVERY_CATALOG:
+        return None
+    if isinstance(catalogs, str):
+        # One slug passed as a string would otherwise be read letter by letter.
+        raise TypeError(f'catalogs must be EVERY_CATALOG or a list of tenant slugs, not the string "{catalogs}"')
+    return frozenset(catalogs)
 
 
-def _registrar(table: dict[str, Handler], what: str) -> Callable[[str], Callable[[Handler], Handler]]:
-    def decorator(name: str) -> Callable[[Handler], Handler]:
-        def register(fn: Handler) -> Handler:
-            if name in table and table[name] is not fn:
-                raise ValueError(f"{what} handler {name!r} is already registered")
-            table[name] = fn
+def register(kind: HandlerKind, name: str, handler: Handler, *, catalogs: Catalogs = ()) -> None:
+    """Register ``handler`` under ``name``; names are unique per kind."""
+    table = _tables[kind]
+    known = table.get(name)
+    if known is not None and known.handler is not handler:
+        raise ValueError(f"{kind} handler {name!r} is already registered")
+    table[name] = Registration(name, handler, _catalog_set(catalogs))
+
+
+def _decorator(kind: HandlerKind) -> Callable[..., Callable[[Handler], Handler]]:
+    def decorator(name: str, *, catalogs: Catalogs = ()) -> Callable[[Handler], Handler]:
+        def registered(fn: Handler) -> Handler:
+            register(kind, name, fn, catalogs=catalogs)
             return fn
 
-        return register
+        return registered
 
+    decorator.__name__ = f"{kind}_handler"
+    decorator.__doc__ = (
+        f'Register the decorated function as the {kind} handler ``name`` (e.g. ``"acme.greet"``), '
+        "offered to the platform catalog and to ``catalogs`` (tenant slugs, or EVERY_CATALOG)."
+    )
     return decorator
 
 
-resource_handler = _registrar(_resource_handlers, "resource")
-prompt_handler = _registrar(_prompt_handlers, "prompt")
-completion_handler = _registrar(_completion_handlers, "completion")
-
-HANDLER_TABLES: dict[str, dict[str, Handler]] = {
-    "tool": _handlers,
-    "resource": _resource_handlers,
-    "prompt": _prompt_handlers,
-    "completion": _completion_handlers,
-}
+tool_handler = _decorator("tool")
+resource_handler = _decorator("resource")
+prompt_handler = _decorator("prompt")
+completion_handler = _decorator("completion")
 
 
-def handler_of(kind: str, name: str) -> Handler | None:
-    """The handler registered under ``name`` for ``kind`` (tool, resource, prompt, completion)."""
-    return HANDLER_TABLES[kind].get(name)
+def handler_of(kind: HandlerKind, name: str) -> Handler | None:
+    """The handler registered under ``name`` for ``kind``, whoever may bind it (calls run
+    what was bound when the tool was saved)."""
+    registration = _tables[kind].get(name)
+    return registration.handler if registration is not None else None
 
 
-def names_of(kind: str) -> list[str]:
-    return sorted(HANDLER_TABLES[kind])
+def is_offered(kind: HandlerKind, name: str, catalog: str | None) -> bool:
+    """Whether ``name`` is registered and the catalog (a tenant's slug; None: the platform's)
+    may bind it. Unknown and not offered are the same answer."""
+    registration = _tables[kind].get(name)
+    return registration is not None and registration.offered_to(catalog)
+
+
+def names_of(kind: HandlerKind, catalogs: Collection[str | None] | None = None) -> list[str]:
+    """The names any of ``catalogs`` (tenant slugs; None in it: the platform's) may bind;
+    ``catalogs=None``: every registered name."""
+    return sorted(
+        name
+        for name, registration in _tables[kind].items()
+        if catalogs is None or any(registration.offered_to(catalog) for catalog in catalogs)
+    )

@@ -22,12 +22,12 @@ import contextlib
 import secrets
 from typing import Any
 
-from tools_app.backends.base import BackendConfigError, BackendError, CallContext
+from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
 from tools_app.backends.results import ToolError
 from tools_app.backends.upstream.client import UpstreamError, UpstreamUnavailable, shared_session
 from tools_app.backends.upstream.federation import endpoint_for_tool, upstreams_of
 from tools_app.backends.vault import SecretUnavailable, redact
-from tools_app.catalog.spec import ToolSpec
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 CONFIG_KEYS = {"upstream", "tool", "withdrawn"}
 RESULT_KEYS = ("content", "structuredContent", "isError")
@@ -207,3 +207,40 @@ async def complete(entry: Any, argument: str, value: str, context: dict[str, str
         return None  # an upstream without completions offers none
     completion = result.get("completion")
     return completion if isinstance(completion, dict) else None
+
+
+FEATURE_CHECKS = {
+    "tool": validate_config,
+    "resource": validate_resource_config,
+    "template": validate_template_config,
+    "prompt": validate_prompt_config,
+}
+
+
+class UpstreamBackend(Backend):
+    kind = "upstream_mcp"
+    features = frozenset({"resource", "template", "prompt"})
+
+    def validate_config(self, config: dict[str, Any], *, feature: Feature = "tool") -> None:
+        FEATURE_CHECKS[feature](config)
+
+    def check_references(self, config: dict[str, Any], *, tenant_id: int | None, feature: Feature = "tool") -> None:
+        check_references(config, tenant_id=tenant_id)
+
+    async def call(self, tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
+        return await call(tool, arguments, ctx)
+
+    async def read_resource(
+        self, entry: ResourceSpec | TemplateSpec, uri: str, variables: dict[str, str], *, ctx: CallContext | None
+    ) -> list[dict[str, Any]]:
+        return await read_resource(entry, uri, variables)
+
+    async def get_prompt(
+        self, prompt: PromptSpec, arguments: dict[str, str], *, ctx: CallContext | None
+    ) -> dict[str, Any]:
+        return await get_prompt(prompt, arguments)
+
+    async def complete(
+        self, entry: ContentEntry, argument: str, value: str, context: dict[str, str]
+    ) -> dict[str, Any] | None:
+        return await complete(entry, argument, value, context)

@@ -1,5 +1,6 @@
-"""``manage.py seed_demo``: the demo and conformance tenants, their tools, resources and
-prompts, and the admin user (idempotent)."""
+"""``manage.py seed_demo``: the demo tenant, its tools, resources and prompts, and the admin
+user (idempotent). It makes no anonymous tenant: the conformance suite's tenant comes from
+``python -m conformance.seed``, outside the product."""
 
 import os
 import secrets
@@ -11,15 +12,8 @@ from django.db import transaction
 from mcp_platform.commands import AuditedCommand
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
-from tools_app.catalog.models import AccessRule
-from tools_app.catalog.services import (
-    access_rule_grant_pattern,
-    prompt_install,
-    resource_install,
-    resource_template_install,
-    tool_install,
-)
-from tools_app.packs import PACKS
+from tools_app.packs import demo as demo_pack
+from tools_app.packs.install import pack_install
 
 ADMIN_USERNAME = "admin"
 PASSWORD_ENV = "TOOLBAY_ADMIN_PASSWORD"
@@ -27,33 +21,16 @@ PASSWORD_ENV = "TOOLBAY_ADMIN_PASSWORD"
 
 class Command(AuditedCommand):
     help = (
-        "Install the demo and conformance packs (tools, resources, prompts), the tenants 'demo' and "
-        "'conformance' (public) "
-        f"with their grants, and an admin user. Safe to run again. The admin password comes from "
+        "Install the demo pack (tools, resources, prompts), the tenant 'demo' with its grants, and an "
+        f"admin user. Safe to run again. The admin password comes from "
         f"${PASSWORD_ENV}, or is generated and printed once."
     )
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
         demo, _ = Tenant.objects.get_or_create(slug="demo", defaults={"name": "Demo"})
-        conformance, _ = Tenant.objects.get_or_create(
-            slug="conformance", defaults={"name": "MCP conformance suite", "allow_anonymous": True}
-        )
-        for name, tenant in (("demo", demo), ("conformance", conformance)):
-            pack = PACKS[name]
-            for tool in pack.tools:
-                tool_install(definition=tool, tags=[name])
-            for resource in pack.resources:
-                resource_install(definition=resource, tags=[name])
-            for template in pack.templates:
-                resource_template_install(definition=template, tags=[name])
-            for prompt in pack.prompts:
-                prompt_install(definition=prompt, tags=[name])
-            for kind in (AccessRule.Kind.TOOL, AccessRule.Kind.RESOURCE, AccessRule.Kind.PROMPT):
-                access_rule_grant_pattern(
-                    tenant=tenant, pattern=f"tag:{name}", kind=kind, note=f"seed_demo: the {name} pack"
-                )
-        self.stdout.write("Packs installed: demo (tenant 'demo'), conformance (tenant 'conformance', public).")
+        pack_install(pack=demo_pack.PACK, tag="demo", tenant=demo, note="seed_demo: the demo pack")
+        self.stdout.write("Pack installed: demo (tenant 'demo').")
         self._ensure_admin(demo)
 
     def _ensure_admin(self, demo: Tenant) -> None:

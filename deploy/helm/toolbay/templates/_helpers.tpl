@@ -109,8 +109,8 @@ env:
   - name: TOOLBAY_PUBLIC_URL
     value: {{ . | quote }}
   {{- end }}
-  - name: FORWARDED_ALLOW_IPS
-    value: {{ .Values.forwardedAllowIps | quote }}
+  - name: TOOLBAY_TRUSTED_PROXIES
+    value: {{ .Values.trustedProxies | quote }}
   {{- range $name, $value := .Values.env }}
   - name: {{ $name }}
     value: {{ $value | quote }}

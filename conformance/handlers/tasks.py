@@ -13,10 +13,8 @@ import asyncio
 from typing import Any
 
 from mcp_platform.mcp.jsonrpc import INTERNAL_ERROR, JsonRpcError
-from tools_app.backends.python.registry import tool_handler
-from tools_app.backends.results import ToolError
 from tools_app.catalog.definitions import ToolDefinition
-from tools_app.runs.context import ToolContext
+from tools_app.handlers import EVERY_CATALOG, ToolContext, ToolError, tool_handler
 
 CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -26,12 +24,12 @@ def _accepted(answer: dict[str, Any], field: str) -> Any:
     return (answer.get("content") or {}).get(field) if answer.get("action") == "accept" else None
 
 
-@tool_handler("conformance.greet")
+@tool_handler("conformance.greet", catalogs=EVERY_CATALOG)
 async def greet(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Hello, {arguments['name']}!"
 
 
-@tool_handler("conformance.slow_compute")
+@tool_handler("conformance.slow_compute", catalogs=EVERY_CATALOG)
 async def slow_compute(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     seconds = arguments.get("seconds", 1)
     if await ctx.wait_cancelled(timeout=seconds):
@@ -39,25 +37,25 @@ async def slow_compute(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Computed {arguments.get('label', 'result')} in {seconds:g} s."
 
 
-@tool_handler("conformance.failing_job")
+@tool_handler("conformance.failing_job", catalogs=EVERY_CATALOG)
 async def failing_job(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     await ctx.wait_cancelled(timeout=1)
     raise ToolError("The job failed: the input could not be processed.")
 
 
-@tool_handler("conformance.protocol_error_job")
+@tool_handler("conformance.protocol_error_job", catalogs=EVERY_CATALOG)
 async def protocol_error_job(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     raise JsonRpcError(INTERNAL_ERROR, "The job crashed before it could produce a result.")
 
 
-@tool_handler("conformance.confirm_delete")
+@tool_handler("conformance.confirm_delete", catalogs=EVERY_CATALOG)
 async def confirm_delete(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     filename = arguments.get("filename", "the file")
     answer = await ctx.elicit(f"Delete {filename}?", CONFIRM_SCHEMA, key="confirm")
     return f"Deleted {filename}." if _accepted(answer, "confirm") else f"Kept {filename}."
 
 
-@tool_handler("conformance.multi_input")
+@tool_handler("conformance.multi_input", catalogs=EVERY_CATALOG)
 async def multi_input(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     # Asked together, so both requests are pending at once.
     name, confirm = await asyncio.gather(
@@ -67,7 +65,7 @@ async def multi_input(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"name={_accepted(name, 'name')} confirm={_accepted(confirm, 'confirm')}"
 
 
-@tool_handler("conformance.greet_then_task")
+@tool_handler("conformance.greet_then_task", catalogs=EVERY_CATALOG)
 async def greet_then_task(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
     ctx.continue_as_task()  # the name is gathered: the rest runs as a task, on a worker

@@ -14,11 +14,10 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from tools_app.backends.python.registry import prompt_handler, tool_handler
 from tools_app.catalog.definitions import PromptDefinition, ToolDefinition
 from tools_app.catalog.models import Prompt, Tool
-from tools_app.catalog.services import catalog_touch
-from tools_app.runs.context import ToolContext
+from tools_app.catalog.services import catalog_entry_update, tool_update
+from tools_app.handlers import EVERY_CATALOG, ToolContext, prompt_handler, tool_handler
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
@@ -34,26 +33,36 @@ async def _ask_name(ctx: ToolContext, key: str = "user_name", message: str = "Wh
     return str(content.get("name", "")) if answer.get("action") == "accept" else ""
 
 
-@tool_handler("conformance.missing_capability")
+@tool_handler("conformance.missing_capability", catalogs=EVERY_CATALOG)
 async def missing_capability(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     sampled = await ctx.sample([{"role": "user", "content": {"type": "text", "text": "Say hi"}}], max_tokens=10)
     return _text_of(sampled)
 
 
+def _touch_tool(name: str) -> None:
+    tool_update(tool=Tool.objects.get(name=name, tenant=None), changes={})
+
+
+def _touch_prompt(name: str) -> None:
+    catalog_entry_update(entry=Prompt.objects.get(name=name, tenant=None), changes={})
+
+
+# These two change a platform tool and prompt, which every tenant granted them sees: they are
+# the platform catalog's only (the default), never a tenant's to bind.
 @tool_handler("conformance.trigger_tool_change")
 async def trigger_tool_change(ctx: ToolContext, arguments: dict[str, Any]) -> str:
-    # Saving the tool moves its version: every caller's tool list changes, on every process.
-    await sync_to_async(catalog_touch)(model=Tool, name="test_trigger_tool_change")
+    # Saving the tool unchanged moves its version: every caller's tool list changes, on every process.
+    await sync_to_async(_touch_tool)("test_trigger_tool_change")
     return "The tool list changed."
 
 
 @tool_handler("conformance.trigger_prompt_change")
 async def trigger_prompt_change(ctx: ToolContext, arguments: dict[str, Any]) -> str:
-    await sync_to_async(catalog_touch)(model=Prompt, name="test_simple_prompt")
+    await sync_to_async(_touch_prompt)("test_simple_prompt")
     return "The prompt list changed."
 
 
-@prompt_handler("conformance.prompt_with_context")
+@prompt_handler("conformance.prompt_with_context", catalogs=EVERY_CATALOG)
 async def prompt_with_context(arguments: dict[str, str], *, ctx: ToolContext) -> list[dict[str, Any]]:
     # A prompt that asks its client first: a multi-round result on 2026-07-28.
     schema = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
@@ -62,24 +71,24 @@ async def prompt_with_context(arguments: dict[str, str], *, ctx: ToolContext) ->
     return [{"role": "user", "content": {"type": "text", "text": f"Answer with this context in mind: {context}"}}]
 
 
-@tool_handler("conformance.ask_name")
+@tool_handler("conformance.ask_name", catalogs=EVERY_CATALOG)
 async def ask_name(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Hello, {await _ask_name(ctx)}!"
 
 
-@tool_handler("conformance.ask_capital")
+@tool_handler("conformance.ask_capital", catalogs=EVERY_CATALOG)
 async def ask_capital(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     question = [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}]
     return _text_of(await ctx.sample(question, max_tokens=100, key="capital_question"))
 
 
-@tool_handler("conformance.ask_roots")
+@tool_handler("conformance.ask_roots", catalogs=EVERY_CATALOG)
 async def ask_roots(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     roots = await ctx.list_roots(key="client_roots")
     return "Roots: " + ", ".join(str(root.get("uri")) for root in roots)
 
 
-@tool_handler("conformance.ask_confirmation")
+@tool_handler("conformance.ask_confirmation", catalogs=EVERY_CATALOG)
 async def ask_confirmation(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
     answer = await ctx.elicit("Please confirm", schema, key="confirm")
@@ -87,7 +96,7 @@ async def ask_confirmation(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"state-ok: confirmed={(answer.get('content') or {}).get('ok')}"
 
 
-@tool_handler("conformance.ask_three")
+@tool_handler("conformance.ask_three", catalogs=EVERY_CATALOG)
 async def ask_three(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     greeting_prompt = [{"role": "user", "content": {"type": "text", "text": "Generate a greeting"}}]
     name, greeting, roots = await asyncio.gather(
@@ -98,7 +107,7 @@ async def ask_three(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"{_text_of(greeting)} {name} ({len(roots)} roots)"
 
 
-@tool_handler("conformance.ask_twice")
+@tool_handler("conformance.ask_twice", catalogs=EVERY_CATALOG)
 async def ask_twice(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     name = await _ask_name(ctx, "step1", "Step 1: What is your name?")
     schema = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
@@ -106,7 +115,7 @@ async def ask_twice(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"{name} likes {(answer.get('content') or {}).get('color')}"
 
 
-@tool_handler("conformance.ask_what_is_supported")
+@tool_handler("conformance.ask_what_is_supported", catalogs=EVERY_CATALOG)
 async def ask_what_is_supported(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     # Asks only what the request's client capabilities allow: elicitation, else sampling.
     if ctx.supports("elicitation"):
@@ -115,7 +124,7 @@ async def ask_what_is_supported(ctx: ToolContext, arguments: dict[str, Any]) -> 
     return f"Hello, {_text_of(await ctx.sample(question, max_tokens=20, key='user_name'))}!"
 
 
-@tool_handler("conformance.echo_header")
+@tool_handler("conformance.echo_header", catalogs=EVERY_CATALOG)
 async def echo_header(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"region={arguments.get('region')}"
 

@@ -1,8 +1,9 @@
-"""The ``conformance`` pack: the fixture tools, resources, resource template and prompts the
-official MCP conformance suite uses.
+"""The fixture tools, resources, resource template and prompts the official MCP
+conformance suite's 2025-11-25 scenarios use.
 
 Texts and payloads are the ones the suite's scenarios check (see
-shared/docs/mcp-protocol-notes.md §12.5).
+shared/docs/mcp-protocol-notes.md §12.5). The handlers change nothing, so any catalog of a
+deployment that loads them (the conformance server, the tests) may bind them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import base64
 import json
 from typing import Any
 
-from tools_app.backends.python.registry import resource_handler, tool_handler
-from tools_app.backends.results import ToolError
 from tools_app.catalog.definitions import (
     Pack,
     PromptDefinition,
@@ -21,29 +20,29 @@ from tools_app.catalog.definitions import (
     ResourceTemplateDefinition,
     ToolDefinition,
 )
-from tools_app.runs.context import ToolContext
+from tools_app.handlers import EVERY_CATALOG, ToolContext, ToolError, resource_handler, tool_handler
 
 PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV_SILENCE = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 STEP_SECONDS = 0.05
 
 
-@tool_handler("conformance.simple_text")
+@tool_handler("conformance.simple_text", catalogs=EVERY_CATALOG)
 async def simple_text(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return "This is a simple text response for testing."
 
 
-@tool_handler("conformance.image")
+@tool_handler("conformance.image", catalogs=EVERY_CATALOG)
 async def image(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "image", "data": PNG_1PX, "mimeType": "image/png"}]
 
 
-@tool_handler("conformance.audio")
+@tool_handler("conformance.audio", catalogs=EVERY_CATALOG)
 async def audio(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"type": "audio", "data": WAV_SILENCE, "mimeType": "audio/wav"}]
 
 
-@tool_handler("conformance.embedded_resource")
+@tool_handler("conformance.embedded_resource", catalogs=EVERY_CATALOG)
 async def embedded_resource(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
     resource = {
         "uri": "test://embedded-resource",
@@ -53,7 +52,7 @@ async def embedded_resource(ctx: ToolContext, arguments: dict[str, Any]) -> list
     return [{"type": "resource", "resource": resource}]
 
 
-@tool_handler("conformance.mixed")
+@tool_handler("conformance.mixed", catalogs=EVERY_CATALOG)
 async def mixed(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
     resource = {
         "uri": "test://mixed-content-resource",
@@ -67,7 +66,7 @@ async def mixed(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, A
     ]
 
 
-@tool_handler("conformance.logging")
+@tool_handler("conformance.logging", catalogs=EVERY_CATALOG)
 async def logging_tool(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     for text in ("Tool execution started", "Tool processing data", "Tool execution completed"):
         await ctx.log("info", text)
@@ -75,12 +74,12 @@ async def logging_tool(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return "Tool with logging executed successfully"
 
 
-@tool_handler("conformance.error")
+@tool_handler("conformance.error", catalogs=EVERY_CATALOG)
 async def error(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     raise ToolError("This tool intentionally returns an error for testing")
 
 
-@tool_handler("conformance.progress")
+@tool_handler("conformance.progress", catalogs=EVERY_CATALOG)
 async def progress(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     for value in (0, 50, 100):
         await ctx.report_progress(value, 100)
@@ -88,7 +87,7 @@ async def progress(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return "Progress test completed"
 
 
-@tool_handler("conformance.sampling")
+@tool_handler("conformance.sampling", catalogs=EVERY_CATALOG)
 async def sampling(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     reply = await ctx.sample(
         [{"role": "user", "content": {"type": "text", "text": arguments["prompt"]}}], max_tokens=100
@@ -98,7 +97,7 @@ async def sampling(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"LLM response: {text}"
 
 
-@tool_handler("conformance.elicitation")
+@tool_handler("conformance.elicitation", catalogs=EVERY_CATALOG)
 async def elicitation(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     answer = await ctx.elicit(
         arguments["message"],
@@ -114,7 +113,7 @@ async def elicitation(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"User response: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
 
 
-@tool_handler("conformance.elicitation_defaults")
+@tool_handler("conformance.elicitation_defaults", catalogs=EVERY_CATALOG)
 async def elicitation_defaults(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     answer = await ctx.elicit(
         "Please review and update the form fields with defaults",
@@ -138,7 +137,7 @@ async def elicitation_defaults(ctx: ToolContext, arguments: dict[str, Any]) -> s
     return f"Elicitation completed: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
 
 
-@tool_handler("conformance.elicitation_enums")
+@tool_handler("conformance.elicitation_enums", catalogs=EVERY_CATALOG)
 async def elicitation_enums(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     options = [
         {"const": "value1", "title": "First Option"},
@@ -179,12 +178,12 @@ async def elicitation_enums(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Elicitation completed: action={answer.get('action')}, content={json.dumps(answer.get('content'))}"
 
 
-@tool_handler("conformance.json_schema_2020_12")
+@tool_handler("conformance.json_schema_2020_12", catalogs=EVERY_CATALOG)
 async def json_schema_2020_12(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"Received: {json.dumps(arguments, sort_keys=True)}"
 
 
-@tool_handler("conformance.reconnection")
+@tool_handler("conformance.reconnection", catalogs=EVERY_CATALOG)
 async def reconnection(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     # Close the response after the priming event; the result is produced afterwards and
     # reaches the client when it reconnects with Last-Event-ID (SEP-1699).
@@ -274,7 +273,7 @@ TOOLS = [
 ]
 
 
-@resource_handler("conformance.template_data")
+@resource_handler("conformance.template_data", catalogs=EVERY_CATALOG)
 async def template_data(uri: str, variables: dict[str, str]) -> str:
     item = variables["id"]
     return json.dumps({"id": item, "templateTest": True, "data": f"Data for ID: {item}"}, separators=(",", ":"))
