@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 
 .DEFAULT_GOAL := help
-.PHONY: help run test conformance conformance-auth lint bench soak clean distclean
+.PHONY: help run test deploy-check deploy-docker conformance conformance-auth lint bench soak clean distclean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -13,6 +13,12 @@ run: ## Install, migrate, seed the demo, start Redis if needed, serve on :8000 w
 
 test: ## ruff, mypy, makemigrations --check, pytest (PostgreSQL + Redis db 15) and the conformance suite
 	@bash scripts/test.sh
+
+deploy-check: ## The Helm chart rendered and validated (Kubernetes 1.25 and 1.37), hadolint, compose and nginx -t (seconds, no daemon)
+	@bash scripts/deploy_check.sh
+
+deploy-docker: ## As root: dockerd, local stand-in base images, the image, compose up --scale web=2, a smoke test, teardown (~1.5 GB)
+	@bash scripts/deploy_docker.sh
 
 conformance: ## The MCP conformance suite (0.1.16; 0.2.0-alpha.12 for 2025-11-25 and 2026-07-28) against a throw-away server
 	@bash conformance/run.sh

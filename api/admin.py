@@ -11,7 +11,7 @@ from api.services import access_token_revoke
 
 
 @admin.register(PersonalAccessToken)
-class PersonalAccessTokenAdmin(admin.ModelAdmin):
+class PersonalAccessTokenAdmin(admin.ModelAdmin[PersonalAccessToken]):
     list_display = ("name", "user", "prefix", "expires_at", "revoked_at", "last_used_at", "created_at")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "prefix", "user__username")

@@ -30,7 +30,7 @@ def _operated_tenant_ids(request: HttpRequest) -> frozenset[int] | None:
     return scope.tenant_ids(Role.OPERATOR, include_inactive=True)
 
 
-class ReadOnlyAuditAdmin(admin.ModelAdmin):
+class ReadOnlyAuditAdmin(admin.ModelAdmin[Any]):
     actions = None
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:

@@ -10,7 +10,6 @@ every frame on the way stays alive for as long as an open stream does. In front 
 
 import os
 import re
-from typing import Any
 
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -18,14 +17,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 django_asgi_app = get_asgi_application()
 
-from mcp_platform.edge import EdgeGuard  # noqa: E402
+from mcp_platform.edge import EdgeGuard, Receive, Scope, Send  # noqa: E402
 from mcp_platform.endpoint import drain, mcp_endpoint, stopped  # noqa: E402
 from mcp_platform.lifespan import lifespan  # noqa: E402
 
 MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
 
 
-async def route(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def route(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         await lifespan(receive, send, drain=drain, stopped=stopped)
         return

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -31,7 +31,7 @@ import orjson
 Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+Send = Callable[[Mapping[str, Any]], Awaitable[None]]  # what Django's ASGIHandler asks for
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SERVER_ERROR = -32000
@@ -110,7 +110,7 @@ class _BodyDeadline:
             self.done()
         return message
 
-    async def send(self, message: Message) -> None:
+    async def send(self, message: Mapping[str, Any]) -> None:
         if self.timed_out:
             return  # the 408 is sent instead, once the application has stopped
         if message["type"] == "http.response.start":

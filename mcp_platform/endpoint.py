@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import weakref
 from functools import lru_cache
-from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcp_platform.edge import Receive, Scope, Send
 from mcp_platform.faults import is_unavailable
 from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
@@ -131,7 +131,7 @@ async def stopped() -> None:
         await transport.watch.liveness.stop()
 
 
-async def mcp_endpoint(scope: dict[str, Any], receive: Any, send: Any, *, tenant: str) -> None:
+async def mcp_endpoint(scope: Scope, receive: Receive, send: Send, *, tenant: str) -> None:
     """``/mcp/<tenant>``: the MCP transport, with the request's log context."""
     tokens = enter_mcp_log_context(scope)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+from collections.abc import Awaitable
 
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
@@ -44,9 +45,9 @@ def _database_ready() -> None:
         cursor.fetchone()
 
 
-async def _check(name: str, probe: object) -> tuple[str, str]:
+async def _check(name: str, probe: Awaitable[object]) -> tuple[str, str]:
     try:
-        await asyncio.wait_for(probe, PROBE_TIMEOUT_SECONDS)  # type: ignore[arg-type]
+        await asyncio.wait_for(probe, PROBE_TIMEOUT_SECONDS)
     except Exception as exc:
         log.warning("readiness: %s is not reachable: %s", name, exc)
         return name, "failed"

@@ -16,8 +16,8 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable
 from types import FrameType
-from typing import Any
 
+from mcp_platform.edge import Receive, Send
 from mcp_platform.mcp.detached import detach
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -38,8 +38,8 @@ def _chain(sig: signal.Signals, on_signal: Callable[[], None]) -> None:
 
 
 async def lifespan(
-    receive: Callable[[], Awaitable[dict[str, Any]]],
-    send: Callable[[dict[str, Any]], Awaitable[None]],
+    receive: Receive,
+    send: Send,
     *,
     drain: Callable[[], Awaitable[None]],
     stopped: Callable[[], Awaitable[None]],

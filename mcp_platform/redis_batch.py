@@ -75,7 +75,7 @@ class CommandBatch:
         self._options = parse_url(url)
         self._timeout = timeout_seconds
         self._connect_timeout = connect_timeout_seconds
-        self._transport: asyncio.BaseTransport | None = None
+        self._transport: asyncio.Transport | None = None
         self._protocol: _Protocol | None = None
         self._connecting: asyncio.Future[None] | None = None
         self._in_flight: deque[_Pending] = deque()
@@ -116,7 +116,7 @@ class CommandBatch:
         for _, pending in queued:
             pending.sent_at = now
             self._in_flight.append(pending)
-        self._transport.write(b"".join(packed for packed, _ in queued))  # type: ignore[attr-defined]
+        self._transport.write(b"".join(packed for packed, _ in queued))
         if self._watchdog is None:
             self._watchdog = asyncio.get_running_loop().call_later(self._timeout, self._check_stall)
 
@@ -187,7 +187,7 @@ class CommandBatch:
     def _abandon(self, exc: Exception) -> None:
         if self._transport is not None:
             transport, self._transport, self._protocol = self._transport, None, None
-            transport.abort()  # type: ignore[attr-defined]
+            transport.abort()
         self._fail_all(exc)
 
     def _fail_all(self, exc: Exception, *, queued_too: bool = False) -> None:

@@ -98,6 +98,11 @@ DATABASES = {
         conn_health_checks=True,
     )
 }
+# Behind PgBouncer in transaction mode each transaction may get another server connection, so
+# nothing may outlive one: no server-side cursors (QuerySet.iterator() holds one open across
+# fetches). Django's psycopg backend prepares no statements already (prepare_threshold=None).
+if env_bool("DATABASE_PGBOUNCER", False):
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -255,3 +255,23 @@ ensure_postgres() {
     probe postgres "$url" || true
     die "PostgreSQL $version/main was started but does not accept the login in $shown."
 }
+
+# ensure_deploy_tools — Debian's nginx (the deploy checks' `nginx -t`, and the Procfile test
+# behind it) and pgbouncer (that test runs its processes through it in transaction mode),
+# installed when missing and apt-get can run as root; otherwise those parts skip.
+ensure_deploy_tools() {
+    local missing=()
+    command -v nginx >/dev/null || [[ -x /usr/sbin/nginx ]] || missing+=(nginx)
+    command -v pgbouncer >/dev/null || [[ -x /usr/sbin/pgbouncer ]] || missing+=(pgbouncer)
+    ((${#missing[@]} == 0)) && return 0
+    if command -v apt-get >/dev/null && as_root true 2>/dev/null; then
+        say "${missing[*]} missing; installing with apt-get (for the deployment tests)"
+        if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1 ||
+            { as_root apt-get update -qq && as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"; }; then
+            return 0
+        fi
+    fi
+    warn "${missing[*]} not installed and could not be installed here (apt-get as root is needed):" \
+        "the nginx checks skip without nginx, the Procfile test goes without PgBouncer." \
+        "Install with: sudo apt-get install ${missing[*]}"
+}

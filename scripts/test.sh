@@ -3,7 +3,7 @@
 #
 # Set-up (stops at the first failure): dev requirements, PostgreSQL, Redis for the tests.
 # Checks (all run; the summary lists each with its time): ruff (lint and format), the import
-# contracts, mypy, makemigrations --check, pytest, the MCP conformance suite (server scenarios,
+# contracts, mypy, makemigrations --check, make deploy-check, pytest, the MCP conformance suite (server scenarios,
 # and the authorization-server scenarios against the embedded OAuth server). Exits non-zero when any check failed.
 #
 # Knobs: TOOLBAY_TEST_DATABASE_URL, TOOLBAY_TEST_REDIS_URL (see tests/settings.py),
@@ -80,14 +80,16 @@ setup "install requirements-dev.txt (if changed)" ensure_requirements dev
 setup "PostgreSQL for the tests" ensure_postgres "$TEST_DATABASE_URL"
 setup "Redis for the tests" ensure_redis "$TEST_REDIS_URL"
 stage "Chromium for the browser test (if missing)" ensure_chromium
+stage "nginx and pgbouncer for the deployment tests (if missing)" ensure_deploy_tools
 
 stage "ruff check ." "$VENV/bin/ruff" check .
 stage "ruff format --check ." "$VENV/bin/ruff" format --check .
 stage "import contracts (lint-imports)" "$VENV/bin/lint-imports"
-stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth staff_auth
+stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth staff_auth conformance
 stage "makemigrations --check --dry-run" makemigrations_check
+stage "deploy-check (make deploy-check)" bash "$ROOT/scripts/deploy_check.sh"
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
-stage "pytest" "$PY" -m pytest ${PYTEST_ARGS:-}
+stage "pytest" "$PY" -m pytest -m "not deploy_check" ${PYTEST_ARGS:-}
 if [[ -z "${SKIP_CONFORMANCE:-}" ]]; then
     stage "conformance (make conformance)" bash "$ROOT/conformance/run.sh"
     stage "conformance, authorization server (make conformance-auth)" bash "$ROOT/conformance/auth.sh"

@@ -57,7 +57,7 @@ def is_tenant_admin(scope: TenantScope) -> bool:
     return not scope.platform and bool(administered_tenant_ids(scope))
 
 
-class TenantScopedAdmin(admin.ModelAdmin):
+class TenantScopedAdmin(admin.ModelAdmin[Any]):
     """A ModelAdmin whose objects each belong to one tenant (see the module docstring).
 
     ``tenant_lookup`` is the queryset path to the owning tenant, ``tenant_id_attr`` the
@@ -77,7 +77,8 @@ class TenantScopedAdmin(admin.ModelAdmin):
         return queryset.filter(**{f"{self.tenant_lookup}__in": administered_tenant_ids(scope)})
 
     def object_tenant_id(self, obj: Model) -> int | None:
-        return getattr(obj, self.tenant_id_attr)
+        tenant_id: int | None = getattr(obj, self.tenant_id_attr)
+        return tenant_id
 
     def _object_or_404(self, request: HttpRequest, object_id: str) -> None:
         # Django's default for an object outside get_queryset() is a redirect with a
@@ -157,7 +158,7 @@ class TenantScopedAdmin(admin.ModelAdmin):
             initial.setdefault("tenant", str(next(iter(tenant_ids))))
         return initial
 
-    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm[Any], change: bool) -> None:
         # The form's choices already keep tenant admins inside their tenants; this is the
         # backstop should a form ever offer more.
         if not administers(tenant_scope(request), self.object_tenant_id(obj)):
@@ -224,11 +225,11 @@ class MembershipAdmin(TenantScopedAdmin):
 
     def get_form(
         self, request: HttpRequest, obj: Membership | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm]:
+    ) -> type[ModelForm[Membership]]:
         form = super().get_form(request, obj, change=change, **kwargs)
+        assert issubclass(form, MembershipForm)  # the admin's `form`, subclassed by Django per request
         scope = tenant_scope(request)
-        owned = None if scope.platform else _owned_tenant_ids(scope)
-        form.owner_tenant_ids = owned  # type: ignore[attr-defined]
+        form.owner_tenant_ids = None if scope.platform else _owned_tenant_ids(scope)
         return form
 
     def _touches_owner(self, request: HttpRequest, obj: Model | None) -> bool:
@@ -282,7 +283,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
 
     def get_form(
         self, request: HttpRequest, obj: ApiKey | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm]:
+    ) -> type[ModelForm[ApiKey]]:
         kwargs["form"] = ApiKeyAddForm if obj is None else ApiKeyChangeForm
         return super().get_form(request, obj, change=change, **kwargs)
 
@@ -298,7 +299,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
             return "expired"
         return "active"
 
-    def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: ApiKey, form: ModelForm[ApiKey], change: bool) -> None:
         if change:
             super().save_model(request, obj, form, change)
             return

@@ -59,7 +59,7 @@ class NameListField(ScopeListField):
                 raise ValidationError("%(name)r is longer than 255 characters", code="invalid", params={"name": name})
 
 
-class ApiKeyAddForm(forms.ModelForm):
+class ApiKeyAddForm(forms.ModelForm[ApiKey]):
     """The fields an admin chooses; the key material comes from ``api_key_create``."""
 
     scopes = ScopeListField()
@@ -75,7 +75,7 @@ class ApiKeyAddForm(forms.ModelForm):
         return expires_at
 
 
-class ApiKeyChangeForm(forms.ModelForm):
+class ApiKeyChangeForm(forms.ModelForm[ApiKey]):
     scopes = ScopeListField()
 
     class Meta:
@@ -83,7 +83,7 @@ class ApiKeyChangeForm(forms.ModelForm):
         fields = ["name", "scopes", "expires_at"]
 
 
-class MembershipForm(forms.ModelForm):
+class MembershipForm(forms.ModelForm[Membership]):
     """A user is picked by username: the admin never lists the platform's users to a tenant admin.
 
     ``owner_tenant_ids`` is set by the admin: None for platform admins (no restriction),

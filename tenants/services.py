@@ -70,8 +70,10 @@ def tenant_delete(*, tenant: Tenant) -> None:
 
 def _check_key_name_free(*, tenant_id: int, name: str, exclude_pk: int | None = None) -> None:
     # The database constraint says the same, but its message names the constraint.
-    # exclude(pk=None) excludes nothing; django-stubs rejects None in a lookup.
-    if ApiKey.objects.filter(tenant_id=tenant_id, name=name).exclude(pk=exclude_pk).exists():  # type: ignore[misc]
+    same_name = ApiKey.objects.filter(tenant_id=tenant_id, name=name)
+    if exclude_pk is not None:
+        same_name = same_name.exclude(pk=exclude_pk)
+    if same_name.exists():
         raise ValidationError({"name": f"The tenant already has an API key named {name!r}."})
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures: the cast of tenants every test can lean on, keys, tools and grants.
+"""Shared fixtures: the cast of tenants every test can lean on, keys, tools and grants, each
+made through the services the admin and the API use.
 
 Personas: ``acme`` and ``globex`` are two tenants that must never see each other's data.
 """
@@ -21,6 +22,7 @@ from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
 from tools_app.catalog.cache import catalog_cache
 from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 
 @pytest.fixture(scope="session")
@@ -90,10 +92,7 @@ def make_tool(db: Any) -> Callable[..., Tool]:
             "confirmation": "none",
         }
         defaults.update(fields)
-        tool = Tool(name=name, tenant=tenant, **defaults)
-        tool.full_clean()
-        tool.save()
-        return tool
+        return catalog_entry_create(model=Tool, tenant=tenant, fields={"name": name, **defaults})
 
     return make
 
@@ -111,19 +110,15 @@ def grant(db: Any) -> Callable[..., AccessRule]:
         scopes: list[str] | None = None,
         owner: Tenant | None = None,
     ) -> AccessRule:
-        rule = AccessRule(
-            effect=effect,
-            tenant=tenant,
-            owner=owner,
-            tool=target if isinstance(target, Tool) else None,
-            tool_pattern="" if isinstance(target, Tool) else target,
-            scopes=scopes or [],
-        )
-        rule.full_clean()
-        rule.save()
-        if keys:
-            rule.api_keys.set(keys)
-        return rule
+        fields = {
+            "effect": effect,
+            "tenant": tenant,
+            "owner": owner,
+            "tool": target if isinstance(target, Tool) else None,
+            "tool_pattern": "" if isinstance(target, Tool) else target,
+            "scopes": scopes or [],
+        }
+        return access_rule_create(fields=fields, api_keys=keys)
 
     return make
 

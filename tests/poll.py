@@ -11,9 +11,13 @@ fixed sleep is too long on a quiet machine and too short on a busy one.
 ``wait_for_async`` also accepts a condition that returns an awaitable (e.g. an async
 function), awaited on every poll.
 
-Sleeping stays right only where the wait *is* the behaviour under test: proving that
-nothing arrives during a window, a timeout elapsing, a test handler simulating slow work.
-Such sleeps say so in a comment.
+Proving a negative (nothing arrives during a window) is ``holds_for``: it watches the
+condition for the whole window and fails the moment it breaks.
+
+    holds_for(lambda: watcher.changes() == 1, duration=0.5, message="one list_changed, no more")
+
+Sleeping stays right only where the wait *is* the behaviour under test: a timeout elapsing,
+a test handler simulating slow work. Such sleeps say so in a comment.
 """
 
 from __future__ import annotations
@@ -67,7 +71,25 @@ def wait_for(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WaitTimeout(_failure(condition, timeout, message, last, error)) from error
-        time.sleep(min(interval, remaining))
+        time.sleep(min(interval, remaining))  # the one pause between polls of a synchronous wait
+
+
+def holds_for(
+    condition: Callable[[], object],
+    *,
+    duration: float,
+    interval: float = DEFAULT_INTERVAL,
+    message: Message = "",
+) -> None:
+    """Check ``condition`` every ``interval`` seconds for ``duration`` seconds (a negative to
+    prove: no stray event arrives meanwhile); fail at once, with ``message``, when it stops
+    holding. The condition is always checked at the start and once more at the end."""
+    try:
+        wait_for(lambda: not condition(), timeout=duration, interval=interval)
+    except WaitTimeout:
+        return  # it held for the whole window
+    what = message() if callable(message) else message
+    raise AssertionError(f"stopped holding within {duration:g} s: {what or _name(condition)}")
 
 
 async def wait_for_async(
@@ -96,7 +118,7 @@ async def wait_for_async(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise WaitTimeout(_failure(condition, timeout, message, last, error)) from error
-        await asyncio.sleep(min(interval, remaining))
+        await asyncio.sleep(min(interval, remaining))  # the one pause between polls of an async wait
 
 
 def _failure(
@@ -104,9 +126,13 @@ def _failure(
 ) -> str:
     what = message() if callable(message) else message
     if not what:
-        code = getattr(condition, "__code__", None)
-        where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
-        what = f"{getattr(condition, '__qualname__', repr(condition))}{where}"
+        what = _name(condition)
     seen = f"last error: {error!r}" if error is not None else f"last value: {last!r}"
     separator = "\n" if "\n" in what else " "  # a log in the message: the detail goes below it
     return f"timed out after {timeout:g} s waiting for {what}{separator}({seen})"
+
+
+def _name(condition: Callable[..., object]) -> str:
+    code = getattr(condition, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"{getattr(condition, '__qualname__', repr(condition))}{where}"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.poll import WaitTimeout, wait_for, wait_for_async
+from tests.poll import WaitTimeout, holds_for, wait_for, wait_for_async
 
 
 def test_returns_the_first_truthy_value():
@@ -87,3 +87,19 @@ async def test_async_twin_awaits_async_conditions():
 
     with pytest.raises(WaitTimeout, match="the event"):
         await wait_for_async(never, timeout=0.05, interval=0.01, message="the event")
+
+
+def test_holds_for_watches_the_whole_window():
+    calls = itertools.count()
+    started = time.monotonic()
+    holds_for(lambda: next(calls) >= 0, duration=0.2, interval=0.01)
+    assert time.monotonic() - started >= 0.2
+    assert next(calls) > 2  # checked all along, not once at the end
+
+
+def test_holds_for_fails_the_moment_the_condition_breaks():
+    calls = itertools.count()
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"stopped holding within 5 s: no second event"):
+        holds_for(lambda: next(calls) < 3, duration=5, interval=0.01, message="no second event")
+    assert time.monotonic() - started < 2

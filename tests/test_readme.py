@@ -36,7 +36,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from tenants.models import ApiKey, Tenant
 from tenants.services import api_key_create
-from tests.mcp.conftest import LiveServer, start_server
+from tests.mcp.live import LiveServer, start_server
 from tools_app.backends.python.registry import is_offered
 from tools_app.catalog.models import AccessRule, Tool
 
@@ -145,7 +145,7 @@ def register_greet_in_the_admin(django_db_blocker: Any) -> None:
         assert admin.post(reverse("admin:tools_app_tool_add"), tool).status_code == 302
         greet = Tool.objects.get(name="greet", tenant=None)
         rule = {"effect": "allow", "tool": greet.pk, "tool_pattern": "", "tenant": Tenant.objects.get(slug="demo").pk}
-        rule |= {"owner": "", "scopes": "", "note": "README: your first tool"}
+        rule |= {"owner": "", "scopes": "", "enabled": "on", "note": "README: your first tool"}
         assert admin.post(reverse("admin:tools_app_accessrule_add"), rule).status_code == 302
 
 

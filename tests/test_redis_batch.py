@@ -82,7 +82,7 @@ def test_commands_queued_while_redis_answers_go_out_together():
 
         transport.write = counting_write  # type: ignore[method-assign]
         first = batch.run([("PING",)])  # goes out at the end of this loop turn
-        await asyncio.sleep(0)  # now in flight
+        await asyncio.sleep(0)  # one loop turn: the PING is written, so the next commands queue behind it
         later = [batch.run([("INCR", KEY)]) for _ in range(50)]  # wait for its reply, then one write
         await asyncio.gather(first, *later)
         return writes

@@ -12,8 +12,7 @@ from rest_framework.test import APIClient
 
 from tenants.models import Membership, Tenant
 from tenants.services import membership_set
-
-ROLES = ("owner", "admin", "operator", "viewer")
+from tests.api.roles import ROLES
 
 
 @pytest.fixture
@@ -56,9 +55,3 @@ def client_for() -> Callable[[Any], APIClient]:
 def as_role(members: dict[str, Any], client_for: Callable[[Any], APIClient]) -> Callable[[str], APIClient]:
     """as_role("viewer"): a client for acme's member with that role."""
     return lambda role: client_for(members[role])
-
-
-def ids(response: Any) -> list[Any]:
-    """The ids (or slugs, for tenants) in a list response, in order."""
-    assert response.status_code == 200, response.content
-    return [row.get("id") for row in response.json()["results"]]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tests.api.generations import generation
+from tests.api.pages import ids
+from tests.api.roles import ROLES
 from tests.credentials import principal_of, visible
 from tools_app.catalog.models import AccessRule
-
-from .conftest import ROLES, ids
-from .test_api_keys import generation
 
 pytestmark = pytest.mark.django_db
 

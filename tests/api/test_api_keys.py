@@ -5,23 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-import redis
-from django.conf import settings
 from django.utils import timezone
 
-from mcp_platform.generations import GENERATION_KEY, tenant_field
 from tenants import keys
 from tenants.models import ApiKey
+from tests.api.generations import generation
+from tests.api.pages import ids
+from tests.api.roles import ROLES
 from tests.credentials import authenticate
 
-from .conftest import ROLES, ids
-
 pytestmark = pytest.mark.django_db
-
-
-def generation(slug: str) -> int:
-    value = redis.Redis.from_url(settings.REDIS_URL).hget(GENERATION_KEY, tenant_field(slug))
-    return int(value or 0)
 
 
 @pytest.mark.parametrize("role", ROLES)

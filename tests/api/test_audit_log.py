@@ -11,8 +11,7 @@ from rest_framework.test import APIClient
 
 from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
-
-from .conftest import ids
+from tests.api.pages import ids
 
 pytestmark = pytest.mark.django_db
 

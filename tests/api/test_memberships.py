@@ -6,8 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tenants.models import Membership
-
-from .conftest import ROLES
+from tests.api.roles import ROLES
 
 pytestmark = pytest.mark.django_db
 

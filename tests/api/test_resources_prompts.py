@@ -10,9 +10,9 @@ import pytest
 
 from audit.models import AuditEvent
 from conformance.handlers.fixtures import PNG_1PX
+from tests.api.pages import ids
+from tests.api.roles import ROLES
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
-
-from .conftest import ROLES, ids
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tenants.models import Tenant
+from tests.api.roles import ROLES
 from tools_app.catalog.models import AccessRule, Tool
-
-from .conftest import ROLES
 
 pytestmark = pytest.mark.django_db
 

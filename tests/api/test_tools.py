@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
+from tests.api.generations import generation
+from tests.api.pages import ids
+from tests.api.roles import ROLES
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.validation import tool_field_errors
-
-from .conftest import ROLES, ids
-from .test_api_keys import generation
 
 pytestmark = pytest.mark.django_db
 

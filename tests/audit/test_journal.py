@@ -23,6 +23,7 @@ from audit.writer import GROUP, JournalWriter
 from mcp_platform.metrics import CALLS
 from mcp_platform.redis_clients import async_redis, sync_redis
 from tenants.models import Tenant
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -105,10 +106,13 @@ def test_rows_a_dead_writer_took_are_taken_over(acme, _empty_journal):
     taken = _empty_journal.xreadgroup(GROUP, dead.name, {JOURNAL_KEY: ">"}, count=100)
     assert len(taken[0][1]) == 5
     survivor = _writer("survivor", claim_idle_seconds=0.1)
-    deadline = time.monotonic() + 10
-    while Invocation.objects.filter(tenant=acme).count() < 5 and time.monotonic() < deadline:
+
+    def written() -> bool:
         survivor._claimed_at = 0.0  # claim on every step, as after CLAIM_EVERY_SECONDS
         survivor.step()
+        return Invocation.objects.filter(tenant=acme).count() >= 5
+
+    wait_for(written, message="the survivor to write the dead writer's five rows")
     assert sorted(Invocation.objects.filter(tenant=acme).values_list("call_id", flat=True)) == sorted(
         row["call_id"] for row in rows
     )

@@ -27,15 +27,14 @@ from mcp_types import CallToolResult
 
 from tenants.models import Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
-from tests.audit.test_live_console import CHROMIUM_ARGS, _browser
-from tests.mcp.conftest import start_server
+from tests.audit.browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright_or_skip
+from tests.mcp.live import start_server
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern
 from tools_app.runs.models import Approval
 
 pytestmark = pytest.mark.live
 
-CHROMIUM = os.environ.get("TOOLBAY_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "approvals-live-pw"
 SLUG, OPERATOR = "approvals-live", "approvals-live-op"
 
@@ -102,7 +101,7 @@ class _Calls:
 
 
 def test_an_operator_approves_one_call_and_denies_another(site: dict, django_db_blocker: Any) -> None:
-    sync_playwright = _browser()
+    sync_playwright = sync_playwright_or_skip()
     server = site["server"]
     shots = Path(os.environ.get("TOOLBAY_SCREENSHOT_DIR", site["tmp"]))
     shots.mkdir(parents=True, exist_ok=True)

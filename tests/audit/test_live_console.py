@@ -3,7 +3,7 @@ Playwright) logs in as an operator, filters the invocation log, opens a detail a
 the charts; a real MCP session feeds /metrics (calls, open streams, list_changed fan-out)
 and JSON logs.
 
-The server is a uvicorn process on the test database (tests/mcp/conftest.py start_server),
+The server is a uvicorn process on the test database (tests/mcp/live.py start_server),
 so the data it shows is committed, under slugs no other test uses, and removed afterwards.
 """
 
@@ -27,7 +27,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from audit.models import Invocation
 from tenants.models import Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
-from tests.mcp.conftest import LiveServer, start_server
+from tests.audit.browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright_or_skip
+from tests.mcp.live import LiveServer, start_server
 from tests.mcp.wire import McpSession, parse_sse
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
@@ -35,17 +36,6 @@ from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = pytest.mark.live
 
-CHROMIUM = os.environ.get("TOOLBAY_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PASSWORD = "console-live-pw"
 SLUG, OTHER = "console-live", "console-elsewhere"
 ERRORS = ["upstream answered 502 Bad Gateway", "quota exceeded for the month", "invalid API token for upstream"]
@@ -135,18 +125,8 @@ def site(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.
             get_user_model().objects.filter(username="console-live-op").delete()
 
 
-def _browser() -> Any:
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's (apt-get install chromium) to run the browser test")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.skip("the playwright package is not installed (pip install -r requirements-dev.txt)")
-    return sync_playwright
-
-
 def test_operator_uses_the_console_in_a_browser(site: dict) -> None:
-    sync_playwright = _browser()
+    sync_playwright = sync_playwright_or_skip()
     server: LiveServer = site["server"]
     shots = Path(os.environ.get("TOOLBAY_SCREENSHOT_DIR", site["tmp"]))
     shots.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from django.test import Client
 from audit.models import AuditEvent
 from tenants.models import Membership, Tenant
 from tenants.services import api_key_create, api_key_revoke, membership_set
-from tests.tools_app.test_admin_tools import tool_data
+from tests.tools_app.admin_forms import tool_data
 from tools_app.catalog.models import AccessRule, Tool
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,6 @@ server reachable opens exactly its ``host:port`` through ``TOOLBAY_OUTBOUND_ALLO
 
 from __future__ import annotations
 
-import base64
 import json
 import threading
 import time
@@ -19,16 +18,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.backends.calls import PNG
 from tools_app.backends import vault
 from tools_app.backends.http import netguard
 from tools_app.backends.upstream import federation as upstreams
 from tools_app.catalog.models import Tool
-from tools_app.runs.trial_calls import TrialOutcome, tool_test_call
-
-# A 1x1 transparent PNG.
-PNG = base64.b64decode(
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-)
+from tools_app.catalog.services import catalog_entry_create
 
 
 @dataclass
@@ -211,21 +206,13 @@ def http_tool(db: Any) -> Callable[..., Tool]:
     """http_tool(name, config, tenant=None, **fields): a saved, validated HTTP tool."""
 
     def make(name: str, config: dict[str, Any], **fields: Any) -> Tool:
+        tenant = fields.pop("tenant", None)
         defaults: dict[str, Any] = {"description": f"The {name} tool.", "input_schema": {"type": "object"}}
         defaults.update(fields)
-        tool = Tool(name=name, backend_kind="http", backend_config=config, **defaults)
-        tool.full_clean()
-        tool.save()
-        return tool
+        return catalog_entry_create(
+            model=Tool,
+            tenant=tenant,
+            fields={"name": name, "backend_kind": "http", "backend_config": config, **defaults},
+        )
 
     return make
-
-
-def call(tool: Tool, arguments: dict[str, Any] | None = None) -> TrialOutcome:
-    """Run the tool through the real path (validation, backend, output check)."""
-    tool.refresh_from_db()
-    return tool_test_call(tool=tool, arguments=arguments or {})
-
-
-def text_of(outcome: TrialOutcome) -> str:
-    return "\n".join(block.get("text", "") for block in outcome.result["content"])

@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.backends.upstream_server import SdkUpstream
+from tests.tools_app.admin_forms import tool_data
 from tools_app.backends.upstream.federation import published_tools
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import secret_set
@@ -183,8 +184,6 @@ def test_upstream_admin_is_scoped_per_tenant(acme, globex, acme_admin_client):
 
 
 def test_an_http_tool_is_made_in_the_admin_and_its_errors_name_the_problem(root, acme):
-    from tests.tools_app.test_admin_tools import tool_data
-
     secret_set(tenant=None, name="api-token", value="admin-made-value-1")
     config = {"url": "https://api.example.com/items/{id}", "auth": {"type": "bearer", "secret": "api-token"}}
     data = tool_data(name="item", backend_kind="http", handler="", backend_config=json.dumps(config))

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
-from tests.backends.conftest import PNG, call, text_of
+from tests.backends.calls import PNG, call, text_of
 from tools_app.backends.vault import secret_set
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.context import ToolContext

@@ -11,13 +11,12 @@ from asgiref.sync import async_to_sync
 
 from mcp_platform.mcp.host import Requester
 from mcp_platform.mcp.jsonrpc import JsonRpcError
+from tests.backends.calls import PNG
 from tests.credentials import principal_of
 from tools_app.backends.vault import secret_set
 from tools_app.catalog.cache import catalog_cache
 from tools_app.catalog.models import AccessRule, Prompt, ResourceTemplate
 from tools_app.runs.host import PlatformToolHost
-
-from .conftest import PNG
 
 pytestmark = pytest.mark.django_db
 

@@ -24,7 +24,7 @@ from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
 from tenants.services import api_key_create, tenant_create
 from tests.backends.upstream_server import SdkUpstream
-from tests.mcp.conftest import ROOT, LiveServer, _database_url, start_server
+from tests.mcp.live import ROOT, LiveServer, database_url, start_server
 from tests.poll import wait_for, wait_for_async
 from tools_app.backends.upstream.federation import upstream_refresh
 from tools_app.backends.upstream.models import UpstreamServer
@@ -163,7 +163,7 @@ def _start_listener(world: World) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": _database_url(),
+        "DATABASE_URL": database_url(),
         "REDIS_URL": os.environ.get("TOOLBAY_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
         "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": world.upstream.host_port,
         # Only list_changed may trigger the refresh this test waits for.

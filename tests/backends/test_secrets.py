@@ -18,7 +18,7 @@ from django.db import connection
 from django.test import Client
 from rest_framework.test import APIClient
 
-from tests.backends.conftest import call, text_of
+from tests.backends.calls import call, text_of
 from tools_app.backends import vault
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.vault import secret_set, unseal

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from tests.backends.conftest import call, text_of
+from tests.backends.calls import call, text_of
 from tools_app.backends.http import netguard
 from tools_app.backends.http.netguard import block_reason, parse_policy
 

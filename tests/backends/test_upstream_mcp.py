@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 
-from tests.backends.conftest import call, text_of
+from tests.backends.calls import call, text_of
 from tests.backends.upstream_server import SdkUpstream
 from tests.poll import wait_for
 from tools_app.backends.upstream import backend as upstream_backend

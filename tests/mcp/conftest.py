@@ -7,132 +7,28 @@ uses. Two processes run so tests can prove that nothing lives in one process's m
 from __future__ import annotations
 
 import io
-import os
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 from django.utils import timezone
 
 from conformance.seed import seed_conformance
 from tenants.services import api_key_create, api_key_revoke, tenant_create
-from tests.poll import wait_for
+from tests.mcp.live import (
+    LiveServer,
+    LiveWorker,
+    LiveWriter,
+    start_audit_writer,
+    start_server,
+    start_worker,
+    stop_together,
+)
 from tools_app.catalog.models import Tool
-from tools_app.catalog.services import access_rule_grant_pattern
-
-ROOT = Path(__file__).resolve().parents[2]
-ACCEPT_BOTH = "application/json, text/event-stream"
-LIVE_PAGE_SIZE = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
-    """Ask every process to shut down at once, then wait for each (killed after ``grace``
-    seconds): their shutdowns overlap instead of adding up."""
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        try:
-            process.wait(grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-@dataclass
-class LiveServer:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def endpoint(self, tenant: str) -> str:
-        return f"{self.url}/mcp/{tenant}"
-
-    def stop(self) -> None:
-        stop_together([self.process], grace=10)
-
-
-def start_server(
-    tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None, port: int | None = None
-) -> LiveServer:
-    """``port``: serve on that port (a restarted server takes its predecessor's place)."""
-    port = port or _free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "CHANNEL_LAYER_PREFIX": os.environ["CHANNEL_LAYER_PREFIX"],
-        "MCP_PAGE_SIZE": str(LIVE_PAGE_SIZE),
-        "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
-        "MCP_CANCEL_GRACE_SECONDS": "0.5",
-        "MCP_SSE_KEEPALIVE_SECONDS": "1",
-        "MCP_MAX_BODY_BYTES": "65536",
-        **(extra_env or {}),
-    }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "mcp_platform.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            # As production launches it: X-Forwarded-* from no one unless configured.
-            "--forwarded-allow-ips",
-            os.environ.get("TOOLBAY_TRUSTED_PROXIES", ""),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"server {name} exited:\n{log_path.read_text()}")
-        return httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200
-
-    try:
-        wait_for(
-            healthy,
-            timeout=30,
-            ignore=(httpx.TransportError,),
-            message=lambda: f"server {name} to answer /healthz; its log:\n{log_path.read_text()}",
-        )
-    except BaseException:
-        server.stop()
-        raise
-    return server
-
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create
 
 _COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
 _ANY_SCHEMA = {"type": "object"}
@@ -238,18 +134,20 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
         alpha = tenant_create(slug="live-alpha", name="Live Alpha")
         beta = tenant_create(slug="live-beta", name="Live Beta")
         tenant_create(slug="live-public", name="Live Public", allow_anonymous=True)
-        gone = tenant_create(slug="live-inactive", name="Live Inactive")
-        gone.is_active = False
-        gone.save()
+        tenant_create(slug="live-inactive", name="Live Inactive", is_active=False)
         for tenant in (alpha, beta):
             access_rule_grant_pattern(tenant=tenant, pattern="tag:demo")
         access_rule_grant_pattern(tenant=alpha, pattern="tag:conformance")
         for name, fields in BACKGROUND_TOOLS.items():
             # Test tools change nothing: no confirmation (tests/mcp/test_confirmation.py asks).
-            fields = {"confirmation": "none", **fields}
-            tool = Tool(name=name, description=f"test tool {name}", tags=["bg"], **fields)
-            tool.full_clean()
-            tool.save()
+            fields = {
+                "name": name,
+                "description": f"test tool {name}",
+                "tags": ["bg"],
+                "confirmation": "none",
+                **fields,
+            }
+            catalog_entry_create(model=Tool, tenant=None, fields=fields)
         access_rule_grant_pattern(tenant=alpha, pattern="tag:bg")
         for label, tenant in (
             ("alpha", alpha),
@@ -264,44 +162,10 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
             if label == "revoked":
                 api_key_revoke(key=key)
             if label == "expired":
+                # Time passing, not an edit (the services refuse an expiry in the past).
                 key.expires_at = timezone.now() - timedelta(seconds=1)
                 key.save()
     return world
-
-
-@dataclass
-class LiveWriter:
-    """An ``audit_writer`` process: moves invocation rows from the Redis journal to the database."""
-
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-
-
-def start_audit_writer(tmp_dir: Path, name: str = "audit-writer") -> LiveWriter:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        # Rows a killed writer took are taken over quickly.
-        "AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1",
-    }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "audit_writer"],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    return LiveWriter(process, log_path)
 
 
 @pytest.fixture(scope="session")
@@ -319,70 +183,6 @@ def live_servers(
     servers = [start_server(tmp, "server-a"), start_server(tmp, "server-b")]
     yield servers
     stop_together([server.process for server in servers], grace=10)
-
-
-@dataclass
-class LiveWorker:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-    def stop(self) -> None:
-        stop_together([self.process], grace=15)
-
-
-def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str] | None = None) -> LiveWorker:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "MCP_CANCEL_GRACE_SECONDS": "0.5",
-        "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
-        "TOOLBAY_RETRY_BACKOFF_SECONDS": "0.05",
-        **(extra_env or {}),
-    }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "mcp_platform",
-            "worker",
-            "-Q",
-            queues,
-            "-c",
-            "1",
-            "-P",
-            "prefork",
-            "-n",
-            f"{name}@%h",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            "-l",
-            "INFO",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    worker = LiveWorker(name, process, log_path)
-
-    def ready() -> bool:
-        if process.poll() is not None:
-            raise RuntimeError(f"worker {name} exited:\n{log_path.read_text()}")
-        return b"ready." in log_path.read_bytes()
-
-    try:
-        wait_for(ready, timeout=60, message=lambda: f"worker {name} to log 'ready.'; its log:\n{log_path.read_text()}")
-    except BaseException:
-        process.kill()
-        raise
-    return worker
 
 
 @pytest.fixture(scope="session")

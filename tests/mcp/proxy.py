@@ -80,6 +80,8 @@ class FailoverProxy:
             attempt += 1
             if attempt > 1:
                 self.retried += 1
+            # A load balancer's retry back-off (behaviour under test, not a wait): the other
+            # backends at once, then a pause once every one refused (all restarting).
             await asyncio.sleep(0.05 if attempt > len(self.backend_ports) else 0)
         client_writer.write(first)
         pump = asyncio.ensure_future(_pump(reader, client_writer))

@@ -15,11 +15,12 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
-import anyio
 import httpx2
 import mcp_types as types
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from pydantic import ConfigDict
+
+from tests.poll import wait_for_async
 
 TASKS = "io.modelcontextprotocol/tasks"
 TERMINAL = ("completed", "failed", "cancelled")
@@ -112,20 +113,21 @@ class TasksExtension(ClientExtension):
 
     async def follow(self, session: Any, task_id: str) -> TaskState:
         """Poll until the task ends, answering what it asks on the way."""
-        with anyio.fail_after(self._timeout):
-            while True:
-                state = await get(session, task_id)
-                self.seen.append(state)
-                if state.status in TERMINAL:
-                    return state
-                if state.status == "input_required" and state.input_requests and self._answer is not None:
-                    answers = {
-                        key: await self._answer(request["method"], request.get("params") or {})
-                        for key, request in state.input_requests.items()
-                    }
-                    await update(session, task_id, answers)
-                    continue
-                await anyio.sleep(0.05)
+
+        async def ended() -> TaskState | None:
+            state = await get(session, task_id)
+            self.seen.append(state)
+            if state.status in TERMINAL:
+                return state
+            if state.status == "input_required" and state.input_requests and self._answer is not None:
+                answers = {
+                    key: await self._answer(request["method"], request.get("params") or {})
+                    for key, request in state.input_requests.items()
+                }
+                await update(session, task_id, answers)
+            return None
+
+        return await wait_for_async(ended, timeout=self._timeout, message=f"task {task_id} to end")
 
 
 async def get(session: Any, task_id: str) -> TaskState:

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from mcp_platform.mcp.liveness import LOST_CALL_TEXT
-from tests.mcp.conftest import LiveServer, LiveWorker, start_server, start_worker, stop_together
+from tests.mcp.live import LiveServer, LiveWorker, start_server, start_worker, stop_together
 from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.runs.models import ToolRun

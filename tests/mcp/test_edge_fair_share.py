@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.mcp.conftest import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.mcp.wire import McpSession, headers, rpc
 
 pytestmark = pytest.mark.live

@@ -20,7 +20,7 @@ from audit.models import Invocation
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.mcp.wire import INIT_PARAMS, McpSession, headers, note, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool

@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from tenants.keys import PREFIX_LENGTH
-from tests.mcp.conftest import _free_port, start_server, stop_together
+from tests.mcp.live import free_port, start_server, stop_together
 from tests.mcp.wire import headers, rpc
 from tests.poll import wait_for
 
@@ -46,7 +46,7 @@ class PrivateRedis:
     """A redis-server of this test's own: no persistence, so a restart comes back empty."""
 
     def __init__(self, directory: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.directory = directory
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -150,7 +150,7 @@ def test_redis_killed_and_restarted_under_load(private_redis, live_world, tmp_pa
 
 
 def test_database_missing_answers_503_on_mcp_and_the_api(live_world, tmp_path):
-    nowhere = f"postgres://postgres@127.0.0.1:{_free_port()}/toolbay"
+    nowhere = f"postgres://postgres@127.0.0.1:{free_port()}/toolbay"
     server = start_server(tmp_path, "no-database", {"DATABASE_URL": nowhere, "TOOLBAY_RETRY_AFTER_SECONDS": "3"})
     try:
         with httpx.Client(timeout=30) as http:

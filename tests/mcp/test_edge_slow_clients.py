@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.mcp.conftest import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
 from collections import Counter
 from typing import Any
 
@@ -26,8 +25,9 @@ from audit.models import Invocation
 from audit.writer import GROUP
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, start_audit_writer, start_server
+from tests.mcp.live import LiveServer, start_audit_writer, start_server
 from tests.mcp.wire import INIT_PARAMS, headers, note, rpc
+from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = pytest.mark.live
@@ -47,7 +47,7 @@ def world(django_db_setup: Any, django_db_blocker: Any, live_world: Any, live_au
         Tenant.objects.filter(slug=SLUG).delete()
 
 
-async def _client(server: LiveServer, key: str, label: str, stop_at: float, answered: list[str]) -> None:
+async def _client(server: LiveServer, key: str, label: str, stop: asyncio.Event, answered: list[str]) -> None:
     """Calls echo back to back with a unique text each; keeps the texts that were answered."""
     async with httpx.AsyncClient(timeout=10) as http:
         try:
@@ -56,7 +56,7 @@ async def _client(server: LiveServer, key: str, label: str, stop_at: float, answ
             call_headers = headers(key, session, **{"MCP-Protocol-Version": "2025-11-25"})
             await http.post(server.endpoint(SLUG), json=note("notifications/initialized"), headers=call_headers)
             n = 0
-            while time.monotonic() < stop_at:
+            while not stop.is_set():
                 n += 1
                 text = f"{label}-{n}"
                 body = rpc("tools/call", {"name": "echo", "arguments": {"text": text}}, id=n)
@@ -65,6 +65,12 @@ async def _client(server: LiveServer, key: str, label: str, stop_at: float, answ
                     answered.append(text)
         except (httpx.HTTPError, KeyError, ValueError):
             return  # the server was killed under this client: its unanswered call may or may not be recorded
+
+
+async def _answered(answered: list[str], count: int) -> None:
+    await wait_for_async(
+        lambda: len(answered) >= count, timeout=30, message=lambda: f"{count} answered calls ({len(answered)})"
+    )
 
 
 def _drained(client: redis.Redis) -> bool:
@@ -79,17 +85,21 @@ def test_sigkill_of_a_server_and_a_writer_loses_and_doubles_no_row(world, tmp_pa
     try:
 
         async def load() -> None:
-            stop_at = time.monotonic() + 4
+            stop = asyncio.Event()
             clients = [
-                _client(server, key, f"{server.url.rsplit(':', 1)[1]}-{i}", stop_at, answered)
+                _client(server, key, f"{server.url.rsplit(':', 1)[1]}-{i}", stop, answered)
                 for server in servers
                 for i in range(CLIENTS_PER_SERVER)
             ]
             load_task = asyncio.gather(*clients)
-            await asyncio.sleep(1.2)  # the point in the load where the writer dies (not a wait for anything)
+            # The kills follow the load's progress, not the clock (on a busy machine a fixed
+            # moment can come before any call was answered, when the writer holds nothing).
+            await _answered(answered, 70)
             os.kill(doomed_writer.process.pid, signal.SIGKILL)
-            await asyncio.sleep(0.8)  # the point where server A dies
+            await _answered(answered, 140)
             os.kill(servers[0].process.pid, signal.SIGKILL)
+            await _answered(answered, 210)  # server B carries the load on
+            stop.set()
             await load_task
 
         asyncio.run(load())
@@ -97,14 +107,10 @@ def test_sigkill_of_a_server_and_a_writer_loses_and_doubles_no_row(world, tmp_pa
         for server in servers:
             server.stop()
         doomed_writer.stop()
-    assert len(answered) > 200, "the load did not get going"
 
     # The session's audit writer takes over what the killed one held, and writes the rest.
     client = redis.Redis.from_url(settings.REDIS_URL)
-    deadline = time.monotonic() + 30
-    while not _drained(client):
-        assert time.monotonic() < deadline, "the audit journal was not drained"
-        time.sleep(0.2)  # polling the journal (a condition with a deadline)
+    wait_for(lambda: _drained(client), timeout=30, interval=0.2, message="the audit journal to be drained")
     client.close()
 
     with django_db_blocker.unblock():

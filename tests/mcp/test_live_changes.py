@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-import time
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import httpx2
@@ -24,79 +22,14 @@ from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Membership
 from tenants.services import api_key_create, api_key_revoke, membership_set, tenant_create
-from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
-from tests.poll import wait_for, wait_for_async
-from tests.tools_app.test_admin_tools import tool_data
+from tests.mcp.watcher import LIST_CHANGED, Watcher
+from tests.mcp.wire import McpSession, rpc
+from tests.poll import holds_for, wait_for, wait_for_async
+from tests.tools_app.admin_forms import tool_data
 from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 pytestmark = pytest.mark.live
-LIST_CHANGED = "notifications/tools/list_changed"
-
-
-class Watcher:
-    """A client's standalone GET stream, read in a thread.
-
-    A new stream is ready once the server has registered it for catalog changes: it then
-    records the visible-tools fingerprint the session was told about (its digest key). A
-    change made before that would reach no stream, and on a first connection there is no
-    earlier fingerprint to compare with, so the session would never hear of it.
-    """
-
-    opened_by_test: ClassVar[list[Watcher]] = []
-
-    def __init__(self, session: McpSession, **headers: str) -> None:
-        self.opened_by_test.append(self)
-        self.session = session
-        self.events: list[SseEvent] = []
-        self.closed = threading.Event()
-        self.opened = threading.Event()
-        self._headers = headers
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-        assert self.opened.wait(10), "GET stream did not open"
-        if "Last-Event-ID" not in headers:
-            digest = names.session_digest_key(session.session_id)
-            wait_for(
-                lambda: sync_redis().exists(digest),
-                message=lambda: f"the server to register the GET stream (HTTP {getattr(self, 'status', None)})",
-            )
-
-    def _read(self) -> None:
-        lines: list[str] = []
-        headers = self.session.headers(Accept="text/event-stream", **self._headers)
-        self._client = httpx.Client(timeout=httpx.Timeout(5, read=60))
-        try:
-            with self._client.stream("GET", self.session.endpoint, headers=headers) as response:
-                self.status = response.status_code
-                self.opened.set()
-                for line in response.iter_lines():
-                    lines.append(line)
-                    if line == "":
-                        self.events = parse_sse(lines)
-        except (httpx.HTTPError, RuntimeError):
-            pass  # stop() closed the connection under us
-        finally:
-            self.opened.set()
-            self.closed.set()
-
-    def close(self) -> None:
-        """The client drops the stream (the session lives on); the reading thread ends at
-        the next line the server sends (keep-alive comments come every second)."""
-        self._client.close()
-
-    def stop(self) -> None:
-        """close(), and wait until the stream has ended."""
-        self.close()
-        assert self.closed.wait(5)
-
-    def changes(self) -> int:
-        return sum(1 for e in self.events if e.message and e.message.get("method") == LIST_CHANGED)
-
-    def wait_changes(self, count: int) -> None:
-        wait_for(
-            lambda: self.changes() >= count,
-            message=lambda: f"{count} list_changed on the stream (got {self.changes()})",
-        )
 
 
 @pytest.fixture(autouse=True)
@@ -120,19 +53,17 @@ def gamma(live_world, django_db_blocker) -> dict[str, Any]:
         for name, scopes in (("team", ["team"]), ("plain", []), ("doomed", [])):
             _, keys[name] = api_key_create(tenant=tenant, name=f"gamma {name}", scopes=scopes)
         for name in ("gamma_open", "gamma_team"):
-            tool = Tool(
-                tenant=tenant,
-                name=name,
-                description="v1",
-                input_schema={"type": "object"},
-                backend_config={"handler": "demo.echo"},
-                tags=[name],
-                confirmation="none",  # a test tool: it changes nothing
-            )
-            tool.full_clean()
-            tool.save()
-        AccessRule.objects.create(tenant=tenant, tool_pattern="tag:gamma_open")
-        AccessRule.objects.create(tenant=tenant, tool_pattern="tag:gamma_team", scopes=["team"])
+            fields = {
+                "name": name,
+                "description": "v1",
+                "input_schema": {"type": "object"},
+                "backend_config": {"handler": "demo.echo"},
+                "tags": [name],
+                "confirmation": "none",  # a test tool: it changes nothing
+            }
+            catalog_entry_create(model=Tool, tenant=tenant, fields=fields)
+        access_rule_create(fields={"tenant": tenant, "tool_pattern": "tag:gamma_open"})
+        access_rule_create(fields={"tenant": tenant, "tool_pattern": "tag:gamma_team", "scopes": ["team"]})
         superuser = get_user_model().objects.create_superuser("gamma-root", password="pw")
         operator = get_user_model().objects.create_user("gamma-operator", password="pw", is_staff=True)
         membership_set(tenant=tenant, user=operator, role=Membership.Role.OPERATOR)
@@ -197,9 +128,15 @@ def test_admin_edit_reaches_sessions_on_both_processes_and_no_other_tenant(
     assert response.status_code == 302, response.content[:2000]
     on_a.wait_changes(1)
     on_b.wait_changes(1)
-    time.sleep(0.5)  # proving a negative: no stray or repeated notification arrives meanwhile
-    assert other_tenant.changes() == 0
-    assert on_a.changes() == on_b.changes() == 1
+
+    def counts() -> tuple[int, int, int]:
+        return on_a.changes(), on_b.changes(), other_tenant.changes()
+
+    holds_for(
+        lambda: counts() == (1, 1, 0),
+        duration=0.5,
+        message=lambda: f"one list_changed on each gamma session, none elsewhere (got {counts()})",
+    )
     for session in (on_a.session, on_b.session):
         for endpoint in (server.endpoint("live-gamma"), other_server.endpoint("live-gamma")):
             session.endpoint = endpoint
@@ -218,8 +155,7 @@ def test_sessions_whose_view_did_not_change_hear_nothing(orm, http, server, gamm
     plain = Watcher(_session(http, server, "live-gamma", gamma["keys"]["plain"]))
     _edit("gamma_team", "only team keys see this")
     team.wait_changes(1)
-    time.sleep(0.7)  # proving a negative: nothing reaches the session whose tools did not change
-    assert plain.changes() == 0
+    holds_for(lambda: plain.changes() == 0, duration=0.7, message="no list_changed for the unchanged view")
 
 
 def test_rolled_back_change_sends_nothing(orm, http, server, gamma):
@@ -227,8 +163,7 @@ def test_rolled_back_change_sends_nothing(orm, http, server, gamma):
     with pytest.raises(RuntimeError), transaction.atomic():
         _edit("gamma_open", "never committed")
         raise RuntimeError("roll back")
-    time.sleep(1.0)  # proving a negative: nothing is announced for a change never committed
-    assert watcher.changes() == 0
+    holds_for(lambda: watcher.changes() == 0, duration=1.0, message="no list_changed for a rolled-back change")
 
 
 def test_bulk_change_of_200_tools_is_one_notification_per_session(orm, http, server, other_server, gamma):
@@ -246,8 +181,11 @@ def test_bulk_change_of_200_tools_is_one_notification_per_session(orm, http, ser
             tool.save()
     for watcher in watchers:
         watcher.wait_changes(1)
-    time.sleep(1.0)  # proving a negative: the other 199 changes announce nothing more
-    assert [w.changes() for w in watchers] == [1, 1]
+    holds_for(
+        lambda: [w.changes() for w in watchers] == [1, 1],
+        duration=1.0,
+        message=lambda: f"one list_changed per session for 200 changes (got {[w.changes() for w in watchers]})",
+    )
     listed = _all_tools(watchers[0].session)
     assert sum(1 for name in listed if name.startswith("gamma_bulk_")) == 200
     Tool.objects.filter(name__startswith="gamma_bulk_").delete()
@@ -291,8 +229,7 @@ def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, 
     session.endpoint = other_server.endpoint("live-gamma")
     resumed = Watcher(session, **{"Last-Event-ID": last_seen})
     resumed.wait_changes(1)
-    time.sleep(0.5)  # proving a negative: the change is announced once, not twice
-    assert resumed.changes() == 1
+    holds_for(lambda: resumed.changes() == 1, duration=0.5, message="the change announced once, not twice")
     assert resumed.events[0].id.startswith("get.") and resumed.events[0].id != last_seen
 
 
@@ -412,7 +349,7 @@ def test_live_sessions_view_lists_and_ends_sessions(orm, http, server, other_ser
 
 
 def test_idle_sessions_expire(orm, http, gamma, tmp_path):
-    from tests.mcp.conftest import start_server
+    from tests.mcp.live import start_server
 
     short = start_server(tmp_path, "short-idle", {"MCP_SESSION_IDLE_SECONDS": "10"})
     try:

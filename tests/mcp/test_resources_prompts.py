@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +26,7 @@ from audit.models import Invocation
 from conformance.handlers.fixtures import PNG_1PX
 from mcp_platform.mcp import names
 from tenants.services import api_key_create, tenant_create
+from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate
 
 pytestmark = pytest.mark.live
@@ -103,14 +103,6 @@ class Heard:
         return sum(1 for m, p in self.messages if m == method and all(p.get(k) == v for k, v in params.items()))
 
 
-async def wait_until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 @asynccontextmanager
 async def connect(server: Any, slug: str, key: str, heard: Heard | None = None) -> AsyncIterator[Client]:
     heard = heard or Heard()
@@ -129,9 +121,9 @@ async def connect(server: Any, slug: str, key: str, heard: Heard | None = None) 
         # (it stores the session's list fingerprints when it does).
         store = redis.Redis.from_url(settings.REDIS_URL)
         try:
-            await wait_until(
+            await wait_for_async(
                 lambda: bool(heard.session_id) and bool(store.exists(names.session_digest_key(heard.session_id))),
-                "the GET stream",
+                message="the GET stream",
             )
         finally:
             store.close()
@@ -200,9 +192,7 @@ def test_reads_text_binary_and_template_resources_and_audits_them(server, other_
 
     asyncio.run(scenario())
     tenant_rows = Invocation.objects.filter(tenant__slug=A, kind=Invocation.Kind.RESOURCE)
-    deadline = time.monotonic() + 10
-    while tenant_rows.count() < 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: tenant_rows.count() >= 3, message="the three reads' invocation rows")
     rows = {row.tool_name: row for row in tenant_rows}
     assert {"rp://notes/1", "rp://logo", "rp://items/42"} <= set(rows)
     assert rows["rp://items/42"].arguments == {"id": "42"}
@@ -307,11 +297,17 @@ def test_subscribers_on_both_processes_hear_of_changed_content(server, other_ser
             await subscribe(second, "rp://notes/2")
             await subscribe(second, "rp://items/7")  # a template's URI can be watched too
             await in_thread(lambda: _edit_note("rp://notes/2", "Note 2, edited"))
-            await wait_until(lambda: on_a.count(updated, uri="rp://notes/2") == 1, "the update on process A")
-            await wait_until(lambda: on_b.count(updated, uri="rp://notes/2") == 1, "the update on process B")
+            await wait_for_async(
+                lambda: on_a.count(updated, uri="rp://notes/2") == 1, message="the update on process A"
+            )
+            await wait_for_async(
+                lambda: on_b.count(updated, uri="rp://notes/2") == 1, message="the update on process B"
+            )
             # The listing changed too (size, lastModified): everyone hears that, only subscribers the update
             # (the bystander is on process A, whose round for the update has run).
-            await wait_until(lambda: bystander.count("notifications/resources/list_changed") >= 1, "list_changed")
+            await wait_for_async(
+                lambda: bystander.count("notifications/resources/list_changed") >= 1, message="list_changed"
+            )
             assert bystander.count(updated) == 0 and late.count(updated) == 0
             assert (await second.read_resource("rp://notes/2", cache_mode="bypass")).contents[
                 0
@@ -321,8 +317,10 @@ def test_subscribers_on_both_processes_hear_of_changed_content(server, other_ser
             await subscribe(third, "rp://notes/2")
             await in_thread(lambda: _retitle_note("rp://notes/2", "Not a content change"))
             await in_thread(lambda: _edit_note("rp://notes/2", "Note 2, edited twice"))
-            await wait_until(lambda: on_b.count(updated, uri="rp://notes/2") == 2, "the second update on B")
-            await wait_until(lambda: late.count(updated, uri="rp://notes/2") == 1, "the update of the late subscriber")
+            await wait_for_async(lambda: on_b.count(updated, uri="rp://notes/2") == 2, message="the second update on B")
+            await wait_for_async(
+                lambda: late.count(updated, uri="rp://notes/2") == 1, message="the update of the late subscriber"
+            )
             assert on_a.count(updated) == 1  # unsubscribed; and a new title is no content change
             assert on_b.count(updated, uri="rp://items/7") == 0
 
@@ -353,10 +351,14 @@ def test_list_changed_reaches_exactly_the_sessions_whose_list_moved(server, othe
             prompts_changed = "notifications/prompts/list_changed"
             await in_thread(lambda: _add_prompt("rp_added"))
             for heard in (full_a, full_b, narrow):
-                await wait_until(lambda heard=heard: heard.count(prompts_changed) == 1, "prompts/list_changed")
+                await wait_for_async(
+                    lambda heard=heard: heard.count(prompts_changed) == 1, message="prompts/list_changed"
+                )
             await in_thread(lambda: _add_prompt("rp_secret_added"))  # denied to the narrow key
             for heard in (full_a, full_b):
-                await wait_until(lambda heard=heard: heard.count(prompts_changed) == 2, "the second list_changed")
+                await wait_for_async(
+                    lambda heard=heard: heard.count(prompts_changed) == 2, message="the second list_changed"
+                )
             for heard in (full_a, full_b, narrow, other):
                 assert heard.count("notifications/tools/list_changed") == 0
                 assert heard.count("notifications/resources/list_changed") == 0

@@ -27,9 +27,9 @@ from mcp.client.streamable_http import streamable_http_client
 from audit.models import Invocation
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.mcp.proxy import FailoverProxy
-from tests.poll import wait_for
+from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = pytest.mark.live
@@ -92,6 +92,13 @@ def _restart(server: LiveServer, tmp: Path, name: str) -> LiveServer:
     return start_server(tmp, name, SERVER_ENV, port=int(server.url.rsplit(":", 1)[1]))
 
 
+async def _more_answers(tally: Tally, count: int = 8) -> None:
+    target = tally.answered + count
+    await wait_for_async(
+        lambda: tally.answered >= target, timeout=60, message=lambda: f"{target} answered calls ({tally.answered})"
+    )
+
+
 def test_rolling_restart_under_load_loses_nothing(orm, world, live_workers, tmp_path):
     servers = [start_server(tmp_path, "rolling-a", SERVER_ENV), start_server(tmp_path, "rolling-b", SERVER_ENV)]
     ports = [int(server.url.rsplit(":", 1)[1]) for server in servers]
@@ -103,16 +110,11 @@ def test_rolling_restart_under_load_loses_nothing(orm, world, live_workers, tmp_
                 stop = asyncio.Event()
                 url = f"{proxy.url}/mcp/{SLUG}"
                 clients = [asyncio.ensure_future(_client(url, world, f"c{i}", stop, tally)) for i in range(CLIENTS)]
-                await asyncio.sleep(0)
                 for turn in range(ROUNDS * len(servers)):
-                    answered = tally.answered
-                    while tally.answered < answered + 8:  # load on both servers before each restart
-                        await asyncio.sleep(0.05)
+                    await _more_answers(tally)  # load on both servers before each restart
                     i = turn % len(servers)
                     servers[i] = await asyncio.to_thread(_restart, servers[i], tmp_path, f"rolling-{i}-{turn}")
-                answered = tally.answered
-                while tally.answered < answered + 8:  # and on the restarted ones
-                    await asyncio.sleep(0.05)
+                await _more_answers(tally)  # and on the restarted ones
                 stop.set()
                 await asyncio.gather(*clients)
 

@@ -1,4 +1,4 @@
-"""OAuth against live servers: a real uvicorn process (``tests.mcp.conftest.start_server``)
+"""OAuth against live servers: a real uvicorn process (``tests.mcp.live.start_server``)
 that may reach the local stand-ins of the outside world (an external issuer, an HTTPS host
 of client metadata documents), and the tenants and people of the OAuth tests.
 
@@ -10,14 +10,9 @@ too (member: mallory, who is not a member of oauth-a).
 from __future__ import annotations
 
 import io
-import re
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import parse_qs, urljoin, urlsplit
 
-import httpx
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
@@ -25,20 +20,11 @@ from django.core.management import call_command
 
 from oauth.services import oauth_settings_set, trusted_issuer_save
 from tenants.models import Membership
-from tenants.services import api_key_create, membership_set, tenant_create
-from tests.mcp.conftest import LiveServer, LiveWriter, start_audit_writer, start_server
+from tenants.services import api_key_create, membership_set, tenant_create, tenant_update
+from tests.mcp.live import LiveServer, LiveWriter, start_audit_writer, start_server
+from tests.oauth.people import PASSWORDS, OAuthWorld
 from tests.oauth.servers import ExternalIssuer, MetadataDocumentHost
 from tools_app.catalog.services import access_rule_grant_pattern
-
-PASSWORDS = {"olivia": "olivia-pw-1", "mallory": "mallory-pw-1"}
-CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-@dataclass
-class OAuthWorld:
-    issuer: ExternalIssuer
-    documents: MetadataDocumentHost
-    keys: dict[str, str] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="session")
@@ -63,8 +49,7 @@ def oauth_world(
         oauth_settings_set(tenant=a, changes={"enabled": True})
         oauth_settings_set(tenant=c, changes={"enabled": True})
         oauth_settings_set(tenant=b, changes={"enabled": True, "embedded_server": False})
-        b.api_keys_enabled = False
-        b.save()
+        tenant_update(tenant=b, changes={"api_keys_enabled": False})
         trusted_issuer_save(tenant=b, fields={"issuer": world.issuer.url, "groups_claim": "groups"})
         membership_set(tenant=a, user=users["olivia"], role=Membership.Role.VIEWER)
         membership_set(tenant=c, user=users["mallory"], role=Membership.Role.VIEWER)
@@ -123,62 +108,3 @@ def oauth_server_2(
     server = start_server(tmp_path_factory.mktemp("oauth-server-2"), "oauth-server-2", env)
     yield server
     server.stop()
-
-
-def wait_until(check: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy, or fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-class Person:
-    """Someone at a browser: signs in on Toolbay's login page and answers consent pages, over
-    plain HTTP. ``approve`` returns the authorization response's query parameters."""
-
-    def __init__(self, username: str) -> None:
-        self.username = username
-        self.http = httpx.Client(follow_redirects=False, timeout=30)
-        self.consents_seen = 0
-
-    def close(self) -> None:
-        self.http.close()
-
-    def _csrf(self, page: httpx.Response) -> str:
-        match = CSRF.search(page.text)
-        assert match is not None, f"no form on {page.url}: HTTP {page.status_code} {page.text[:300]}"
-        return match.group(1)
-
-    def approve(self, url: str, *, decision: str = "approve") -> dict[str, str]:
-        origin = "{0.scheme}://{0.netloc}".format(urlsplit(url))
-        page = self.http.get(url)
-        if page.status_code == 302 and "/oauth/login/" in page.headers["location"]:
-            login = urljoin(origin, page.headers["location"])
-            form = self.http.get(login)
-            next_path = parse_qs(urlsplit(login).query)["next"][0]
-            signed_in = self.http.post(
-                login,
-                data={
-                    "csrfmiddlewaretoken": self._csrf(form),
-                    "username": self.username,
-                    "password": PASSWORDS[self.username],
-                    "next": next_path,
-                },
-                headers={"Referer": login},
-            )
-            assert signed_in.status_code == 302, signed_in.text[:500]
-            page = self.http.get(url)
-        if page.status_code == 200:
-            self.consents_seen += 1
-            self.last_consent_page = page.text
-            page = self.http.post(
-                url, data={"csrfmiddlewaretoken": self._csrf(page), "decision": decision}, headers={"Referer": url}
-            )
-        assert page.status_code == 302, f"HTTP {page.status_code}: {page.text[:500]}"
-        location = page.headers["location"]
-        return {name: values[0] for name, values in parse_qs(urlsplit(location).query).items()}

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.mcp.wire import ACCEPT_BOTH, INIT_PARAMS, McpSession, rpc
-from tests.oauth.conftest import OAuthWorld
+from tests.oauth.people import OAuthWorld
 
 pytestmark = pytest.mark.live
 

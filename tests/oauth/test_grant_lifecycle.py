@@ -26,9 +26,9 @@ from mcp_platform.redis_clients import sync_redis
 from oauth.models import Grant, OAuthClient
 from oauth.services import client_preregister
 from tenants.models import Tenant
-from tests.mcp.conftest import LiveServer
+from tests.mcp.live import LiveServer
 from tests.mcp.wire import headers, rpc
-from tests.oauth.conftest import OAuthWorld, Person
+from tests.oauth.people import OAuthWorld, Person
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live

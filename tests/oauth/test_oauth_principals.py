@@ -21,9 +21,10 @@ from oauth.services import oauth_settings_set, trusted_issuer_save
 from oauth.signing import signing_key
 from tenants.models import Tenant
 from tenants.services import tenant_create
-from tests.mcp.test_live_changes import Watcher
+from tests.mcp.watcher import Watcher
 from tests.mcp.wire import McpSession, rpc
-from tests.oauth.conftest import OAuthWorld, wait_until
+from tests.oauth.people import OAuthWorld
+from tests.poll import wait_for
 from tools_app.catalog.models import AccessRule, Tool
 
 pytestmark = pytest.mark.live
@@ -175,13 +176,16 @@ def test_invocation_log_records_subject_and_client(orm, http, oauth_server, oaut
     assert "result" in session.request("tools/call", {"name": "audited_echo", "arguments": {"text": "x"}})
     httpx.post(endpoint, json=rpc("ping"), headers={"Authorization": "Bearer not-a-token"})
 
-    row = wait_until(
-        lambda: Invocation.objects.filter(tenant=tenant, tool_name="audited_echo").first(), what="the call's row"
+    row = wait_for(
+        lambda: Invocation.objects.filter(tenant=tenant, tool_name="audited_echo").first(),
+        timeout=15,
+        message="the call's row",
     )
     assert (row.oauth_subject, row.oauth_client, row.key_id) == ("ext-grace", "ext-client", None)
     assert row.key_label == "oauth ext-grace via ext-client"
-    refused = wait_until(
+    refused = wait_for(
         lambda: Invocation.objects.filter(tenant=tenant, outcome=Invocation.Outcome.DENIED).first(),
-        what="the refusal's row",
+        timeout=15,
+        message="the refusal's row",
     )
     assert "Invalid access token" in refused.error_message

@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from oauth.models import Grant, OAuthClient, RefreshToken
-from tests.oauth.conftest import Person
+from tests.oauth.people import Person
 
 pytestmark = pytest.mark.live
 

@@ -11,8 +11,6 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,23 +18,7 @@ import pytest
 from joserfc.jwk import RSAKey
 
 from tests.poll import wait_for
-
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-MODULE_DIR = ROOT / ".conf" / "oidc-provider"
-CLIENT_ID = "toolbay-staff"
-CLIENT_SECRET = "a-client-secret-of-the-test-provider-0123456789"
-REDIRECT_URI = "http://testserver/staff/sso/callback/"
-
-
-@dataclass
-class Provider:
-    issuer: str
-    key: RSAKey
-    accounts_file: Path
-
-    def set_accounts(self, accounts: dict[str, dict[str, Any]]) -> None:
-        self.accounts_file.write_text(json.dumps(accounts))
+from tests.staff_auth.provider import CLIENT_ID, CLIENT_SECRET, HERE, MODULE_DIR, REDIRECT_URI, Provider
 
 
 def _free_port() -> int:

@@ -26,7 +26,7 @@ from staff_auth.models import SsoMembership, SsoSignIn, StaffIdentity
 from staff_auth.oidc import SsoError, verify_id_token
 from tenants.models import Membership
 from tenants.services import membership_set
-from tests.staff_auth.conftest import CLIENT_ID, REDIRECT_URI, Provider
+from tests.staff_auth.provider import CLIENT_ID, REDIRECT_URI, Provider
 
 ALICE = {"email": "alice@example.com", "email_verified": True, "name": "Alice"}
 

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
+from tests.tools_app.admin_forms import rule_data, tool_data
 from tools_app.backends.python.registry import names_of
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.spec import ToolSpec
@@ -33,42 +34,6 @@ def form_errors(response: Any) -> dict[str, list[str]]:
 def stored(tool: Tool) -> Tool:
     """The tool as the database gives it back (PostgreSQL's jsonb does not keep key order)."""
     return Tool.objects.get(pk=tool.pk)
-
-
-def tool_data(**overrides: Any) -> dict[str, Any]:
-    data = {
-        "tenant": "",
-        "name": "lookup",
-        "title": "Lookup",
-        "description": "Looks things up.",
-        "enabled": "on",
-        "input_schema": json.dumps({"type": "object", "properties": {"q": {"type": "string"}}}),
-        "output_schema": "",
-        "read_only_hint": "true",
-        "destructive_hint": "unknown",
-        "idempotent_hint": "unknown",
-        "open_world_hint": "unknown",
-        "icons": "",
-        "tags": '["search"]',
-        "backend_kind": "python",
-        "handler": "demo.echo",
-        "backend_config": "",
-        "execution_mode": "inline",
-        "task_support": "forbidden",
-        "timeout_seconds": "30",
-        "confirmation": "destructive",
-    }
-    data.update(overrides)
-    return data
-
-
-def rule_data(**overrides: Any) -> dict[str, Any]:
-    data = {
-        "effect": "allow", "tool": "", "tool_pattern": "", "tenant": "", "owner": "", "scopes": "", "enabled": "on",
-        "note": "",
-    }  # fmt: skip
-    data.update(overrides)
-    return data
 
 
 @pytest.fixture

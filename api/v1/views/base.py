@@ -39,7 +39,8 @@ class ScopedViewSet(viewsets.GenericViewSet):
         return self.action_roles.get(self.action or "")
 
     def object_tenant_id(self, obj: Model) -> int | None:
-        return getattr(obj, self.tenant_id_attr)  # type: ignore[no-any-return]
+        tenant_id: int | None = getattr(obj, self.tenant_id_attr)
+        return tenant_id
 
 
 WRITE_ROLES = {

@@ -34,7 +34,8 @@ class TenantViewSet(
     action_roles = dict.fromkeys(("create", "update", "partial_update", "destroy"), PLATFORM)
 
     def object_tenant_id(self, obj: Model) -> int | None:
-        return obj.pk  # type: ignore[no-any-return]
+        assert isinstance(obj, Tenant)
+        return obj.pk
 
     def get_queryset(self) -> QuerySet[Tenant]:
         return tenants_in(self.scope)

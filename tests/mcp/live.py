@@ -1,0 +1,220 @@
+"""Real server processes for live tests: uvicorn, the audit writer, Celery workers, each on
+loopback against the test database and Redis. The fixtures that start them for a session are
+in tests/mcp/conftest.py; tests that start their own (restarts, kills) use these directly.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.db import connection
+
+from tests.poll import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+LIVE_PAGE_SIZE = 3
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
+    """Ask every process to shut down at once, then wait for each (killed after ``grace``
+    seconds): their shutdowns overlap instead of adding up."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def endpoint(self, tenant: str) -> str:
+        return f"{self.url}/mcp/{tenant}"
+
+    def stop(self) -> None:
+        stop_together([self.process], grace=10)
+
+
+def start_server(
+    tmp_dir: Path, name: str, extra_env: dict[str, str] | None = None, port: int | None = None
+) -> LiveServer:
+    """``port``: serve on that port (a restarted server takes its predecessor's place)."""
+    port = port or free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "CHANNEL_LAYER_PREFIX": os.environ["CHANNEL_LAYER_PREFIX"],
+        "MCP_PAGE_SIZE": str(LIVE_PAGE_SIZE),
+        "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
+        "MCP_CANCEL_GRACE_SECONDS": "0.5",
+        "MCP_SSE_KEEPALIVE_SECONDS": "1",
+        "MCP_MAX_BODY_BYTES": "65536",
+        **(extra_env or {}),
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "mcp_platform.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+            # As production launches it: X-Forwarded-* from no one unless configured.
+            "--forwarded-allow-ips",
+            os.environ.get("TOOLBAY_TRUSTED_PROXIES", ""),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"server {name} exited:\n{log_path.read_text()}")
+        return httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200
+
+    try:
+        wait_for(
+            healthy,
+            timeout=30,
+            ignore=(httpx.TransportError,),
+            message=lambda: f"server {name} to answer /healthz; its log:\n{log_path.read_text()}",
+        )
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+@dataclass
+class LiveWriter:
+    """An ``audit_writer`` process: moves invocation rows from the Redis journal to the database."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def start_audit_writer(tmp_dir: Path, name: str = "audit-writer") -> LiveWriter:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        # Rows a killed writer took are taken over quickly.
+        "AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1",
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "audit_writer"],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    return LiveWriter(process, log_path)
+
+
+@dataclass
+class LiveWorker:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def stop(self) -> None:
+        stop_together([self.process], grace=15)
+
+
+def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str] | None = None) -> LiveWorker:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "MCP_CANCEL_GRACE_SECONDS": "0.5",
+        "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
+        "TOOLBAY_RETRY_BACKOFF_SECONDS": "0.05",
+        **(extra_env or {}),
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "mcp_platform",
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            "1",
+            "-P",
+            "prefork",
+            "-n",
+            f"{name}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "INFO",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    worker = LiveWorker(name, process, log_path)
+
+    def ready() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"worker {name} exited:\n{log_path.read_text()}")
+        return b"ready." in log_path.read_bytes()
+
+    try:
+        wait_for(ready, timeout=60, message=lambda: f"worker {name} to log 'ready.'; its log:\n{log_path.read_text()}")
+    except BaseException:
+        process.kill()
+        raise
+    return worker

@@ -1,0 +1,48 @@
+"""What the admin's tool and access-rule forms post: every field, as a browser sends it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def tool_data(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "tenant": "",
+        "name": "lookup",
+        "title": "Lookup",
+        "description": "Looks things up.",
+        "enabled": "on",
+        "input_schema": json.dumps({"type": "object", "properties": {"q": {"type": "string"}}}),
+        "output_schema": "",
+        "read_only_hint": "true",
+        "destructive_hint": "unknown",
+        "idempotent_hint": "unknown",
+        "open_world_hint": "unknown",
+        "icons": "",
+        "tags": '["search"]',
+        "backend_kind": "python",
+        "handler": "demo.echo",
+        "backend_config": "",
+        "execution_mode": "inline",
+        "task_support": "forbidden",
+        "timeout_seconds": "30",
+        "confirmation": "destructive",
+    }
+    data.update(overrides)
+    return data
+
+
+def rule_data(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "effect": "allow",
+        "tool": "",
+        "tool_pattern": "",
+        "tenant": "",
+        "owner": "",
+        "scopes": "",
+        "enabled": "on",
+        "note": "",
+    }
+    data.update(overrides)
+    return data
