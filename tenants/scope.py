@@ -11,7 +11,7 @@ each tenant where they hold a membership. Each surface reads its own rule from i
 
 What "no" sounds like (DRF's 403, Django's 404) is up to the surface that says it, so this
 module knows nothing of DRF or of the console. Reads that start from a scope are selectors
-(``tenants.selectors.tenants_in``, ``tools_app.catalog.selectors.tools_in``, …); the one
+(``tenants.selectors.tenants_in``, ``tools_app.catalog.selectors.entries_in``, …); the one
 read the scope itself needs, the user's memberships, is here, so that selectors can take a
 scope without the two modules importing each other.
 """

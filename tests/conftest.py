@@ -22,7 +22,7 @@ from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
 from tools_app.catalog.cache import catalog_cache
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_create, tool_create
+from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 
 @pytest.fixture(scope="session")
@@ -92,7 +92,7 @@ def make_tool(db: Any) -> Callable[..., Tool]:
             "confirmation": "none",
         }
         defaults.update(fields)
-        return tool_create(tenant=tenant, fields={"name": name, **defaults})
+        return catalog_entry_create(model=Tool, tenant=tenant, fields={"name": name, **defaults})
 
     return make
 

@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 
 from tools_app.catalog.definitions import PromptDefinition, ToolDefinition
 from tools_app.catalog.models import Prompt, Tool
-from tools_app.catalog.services import catalog_entry_update, tool_update
+from tools_app.catalog.services import catalog_entry_update
 from tools_app.handlers import EVERY_CATALOG, ToolContext, prompt_handler, tool_handler
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
@@ -40,7 +40,7 @@ async def missing_capability(ctx: ToolContext, arguments: dict[str, Any]) -> str
 
 
 def _touch_tool(name: str) -> None:
-    tool_update(tool=Tool.objects.get(name=name, tenant=None), changes={})
+    catalog_entry_update(entry=Tool.objects.get(name=name, tenant=None), changes={})
 
 
 def _touch_prompt(name: str) -> None:

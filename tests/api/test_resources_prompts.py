@@ -104,7 +104,7 @@ def test_binary_resource_round_trips_as_base64_and_is_audited(as_role) -> None:
 def test_invalid_entries_answer_400_naming_the_field(as_role, entries, settings) -> None:
     client = as_role("admin")
     taken = client.post("/api/v1/resources/", {"tenant": "acme", "uri": "docs://acme", "name": "x"}, format="json")
-    assert taken.status_code == 400 and "already taken" in taken.json()["uri"][0]
+    assert taken.status_code == 400 and "already exists" in taken.json()["uri"][0]
     no_scheme = client.post("/api/v1/resources/", {"tenant": "acme", "uri": "no scheme", "name": "x"}, format="json")
     assert "uri" in no_scheme.json()
     settings.TOOLBAY_RESOURCE_MAX_BYTES = 4

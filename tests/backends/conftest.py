@@ -23,7 +23,7 @@ from tools_app.backends import vault
 from tools_app.backends.http import netguard
 from tools_app.backends.upstream import federation as upstreams
 from tools_app.catalog.models import Tool
-from tools_app.catalog.services import tool_create
+from tools_app.catalog.services import catalog_entry_create
 
 
 @dataclass
@@ -209,8 +209,10 @@ def http_tool(db: Any) -> Callable[..., Tool]:
         tenant = fields.pop("tenant", None)
         defaults: dict[str, Any] = {"description": f"The {name} tool.", "input_schema": {"type": "object"}}
         defaults.update(fields)
-        return tool_create(
-            tenant=tenant, fields={"name": name, "backend_kind": "http", "backend_config": config, **defaults}
+        return catalog_entry_create(
+            model=Tool,
+            tenant=tenant,
+            fields={"name": name, "backend_kind": "http", "backend_config": config, **defaults},
         )
 
     return make

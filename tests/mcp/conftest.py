@@ -27,7 +27,8 @@ from tests.mcp.live import (
     start_worker,
     stop_together,
 )
-from tools_app.catalog.services import access_rule_grant_pattern, tool_create
+from tools_app.catalog.models import Tool
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create
 
 _COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}, "required": ["count"]}
 _ANY_SCHEMA = {"type": "object"}
@@ -146,7 +147,7 @@ def live_world(django_db_setup: Any, django_db_blocker: Any) -> LiveWorld:
                 "confirmation": "none",
                 **fields,
             }
-            tool_create(tenant=None, fields=fields)
+            catalog_entry_create(model=Tool, tenant=None, fields=fields)
         access_rule_grant_pattern(tenant=alpha, pattern="tag:bg")
         for label, tenant in (
             ("alpha", alpha),

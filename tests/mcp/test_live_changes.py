@@ -27,7 +27,7 @@ from tests.mcp.wire import McpSession, rpc
 from tests.poll import holds_for, wait_for, wait_for_async
 from tests.tools_app.admin_forms import tool_data
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_create, tool_create
+from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 pytestmark = pytest.mark.live
 
@@ -61,7 +61,7 @@ def gamma(live_world, django_db_blocker) -> dict[str, Any]:
                 "tags": [name],
                 "confirmation": "none",  # a test tool: it changes nothing
             }
-            tool_create(tenant=tenant, fields=fields)
+            catalog_entry_create(model=Tool, tenant=tenant, fields=fields)
         access_rule_create(fields={"tenant": tenant, "tool_pattern": "tag:gamma_open"})
         access_rule_create(fields={"tenant": tenant, "tool_pattern": "tag:gamma_team", "scopes": ["team"]})
         superuser = get_user_model().objects.create_superuser("gamma-root", password="pw")

@@ -282,11 +282,11 @@ def test_error_page_shows_the_message_and_keeps_the_typed_text(admin_client: Cli
 def test_duplicate_names_are_refused_per_catalog(admin_client: Client, acme, make_tool) -> None:
     make_tool("lookup")
     errors = form_errors(admin_client.post(url("tool_add"), tool_data()))
-    assert errors == {"name": ["A platform tool named 'lookup' already exists."]}
+    assert errors == {"name": ["A tool named 'lookup' already exists in the platform catalog."]}
     # A private tool may share a platform tool's name (and shadows it for its tenant).
     assert admin_client.post(url("tool_add"), tool_data(tenant=acme.pk)).status_code == 302
     errors = form_errors(admin_client.post(url("tool_add"), tool_data(tenant=acme.pk)))
-    assert errors == {"name": ["acme already has a private tool named 'lookup'."]}
+    assert errors == {"name": ["A tool named 'lookup' already exists in tenant acme."]}
     # Saving a tool under its own name is not a clash.
     tool = Tool.objects.get(name="lookup", tenant=acme)
     assert admin_client.post(url("tool_change", tool.pk), tool_data(tenant=acme.pk)).status_code == 302

@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from tenants.models import Tenant
+from tools_app.catalog.models import unique_per_catalog
 
 
 def owned_by(tenant_id: int | None) -> Q:
@@ -63,12 +64,7 @@ class BackendSecret(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(tenant__isnull=True), name="backendsecret_unique_platform_name"
-            ),
-            models.UniqueConstraint(fields=["tenant", "name"], name="backendsecret_unique_tenant_name"),
-        ]
+        constraints = unique_per_catalog("name")
 
     def __str__(self) -> str:
         return named(self)

@@ -10,21 +10,23 @@ admin denies a platform tool for their tenant with a rule on its name, e.g. the 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin
-from django.db.models import Field, QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.forms import ModelChoiceField, ModelForm
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from tenants.admin import TenantScopedAdmin, administered_tenant_ids
+from tenants.admin import TenantScopedAdmin, administered_tenant_ids, administers
 from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.selectors import platform_rules_targeting
+from tools_app.catalog.services import catalog_entry_delete, catalog_entry_save
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 PREVIEW_STYLE = (
@@ -33,161 +35,60 @@ PREVIEW_STYLE = (
 )
 
 
-class CatalogFilter(admin.SimpleListFilter):
+class _PlatformOrTenantFilter(admin.SimpleListFilter):
+    """Rows of the platform (``field`` empty) or of a tenant; ``sides`` are the two (value, label)."""
+
+    field = "tenant"
+    sides: tuple[tuple[str, str], tuple[str, str]]
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(self.sides)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        (platform, _), (tenant, _) = self.sides
+        if self.value() in (platform, tenant):
+            return queryset.filter(**{f"{self.field}__isnull": self.value() == platform})
+        return queryset
+
+
+class CatalogFilter(_PlatformOrTenantFilter):
     title = "catalog"
     parameter_name = "catalog"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("platform", "Platform tools"), ("private", "Private tools")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Tool]) -> QuerySet[Tool]:
-        if self.value() == "platform":
-            return queryset.filter(tenant__isnull=True)
-        if self.value() == "private":
-            return queryset.filter(tenant__isnull=False)
-        return queryset
+    sides = (("platform", "Platform catalog"), ("private", "Private to a tenant"))
 
 
-class ManagedByFilter(admin.SimpleListFilter):
+class ManagedByFilter(_PlatformOrTenantFilter):
     title = "managed by"
     parameter_name = "managed_by"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("platform", "Platform"), ("tenant", "A tenant")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[AccessRule]) -> QuerySet[AccessRule]:
-        if self.value() == "platform":
-            return queryset.filter(owner__isnull=True)
-        if self.value() == "tenant":
-            return queryset.filter(owner__isnull=False)
-        return queryset
+    field = "owner"
+    sides = (("platform", "Platform"), ("tenant", "A tenant"))
 
 
-def _require_tenant_for_tenant_admins(db_field: Field[Any, Any], request: HttpRequest, kwargs: dict[str, Any]) -> None:
-    # Tenant admins never make platform-wide objects: the tenant is not optional for them.
-    if db_field.name == "tenant" and not tenant_scope(request).platform:
-        kwargs["required"] = True
-
-
-class ToolAdmin(TenantScopedAdmin):
-    """Registered by ``tools_app.admin``, which adds the test-call page (a runs feature)."""
-
-    form = ToolForm
-    list_display = ("name", "title", "catalog", "handler_name", "execution_mode", "enabled", "version", "updated_at")
-    list_filter = (
-        "enabled",
-        "backend_kind",
-        "execution_mode",
-        "task_support",
-        ("tenant", admin.RelatedOnlyFieldListFilter),
-    )
-    search_fields = ("name", "title", "description", "tenant__slug")
-    list_select_related = ("tenant",)
-    autocomplete_fields = ("tenant",)
-    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
-    fieldsets = (
-        (None, {"fields": ("tenant", "name", "title", "description", "enabled")}),
-        ("Schemas", {"fields": ("input_schema", "output_schema")}),
-        (
-            "Annotations",
-            {
-                "fields": ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"),
-                "description": "Hints for clients; leave unknown to omit them from tools/list.",
-            },
-        ),
-        (
-            "Confirmation",
-            {
-                "fields": ("confirmation",),
-                "description": "Who must say yes before a call runs. Access rules can make it stricter for "
-                "the callers they apply to, never looser.",
-            },
-        ),
-        ("Presentation and matching", {"fields": ("icons", "tags")}),
-        (
-            "Backend",
-            {
-                "fields": (
-                    "backend_kind",
-                    "handler",
-                    "backend_config",
-                    "execution_mode",
-                    "task_support",
-                    "timeout_seconds",
-                )
-            },
-        ),
-        ("History", {"fields": ("version", "created_at", "updated_at")}),
-    )
-    preview_fieldset = (
-        "MCP preview",
-        {"fields": ("mcp_preview",), "description": "The saved tool exactly as tools/list shows it to clients."},
-    )
-
-    def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
-        return self.fieldsets if obj is None else (*self.fieldsets, self.preview_fieldset)
-
-    def get_list_filter(self, request: HttpRequest) -> Any:
-        if tenant_scope(request).platform:
-            return (CatalogFilter, *self.list_filter)
-        return self.list_filter
-
-    def get_form(
-        self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm[Tool]]:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        scope = tenant_scope(request)
-        form.check_platform_rules = not scope.platform  # type: ignore[attr-defined]
-        # A tenant admin is offered only the handlers their tenants' catalogs may bind.
-        form.handler_tenant_ids = None if scope.platform else administered_tenant_ids(scope)  # type: ignore[attr-defined]
-        return form
-
-    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
-        """For tenant admins, platform rules on a tool protect it: the delete page and the bulk
-        action refuse (see ``tool_check_platform_rules``)."""
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        rules = [] if tenant_scope(request).platform else list(platform_rules_targeting(objs))
-        if rules:
-            # Django would only say the user may not delete "access rules"; say which, and why.
-            perms_needed = perms_needed - {AccessRule._meta.verbose_name}
-            protected = [*protected, *(f"Platform access rule #{rule.pk}: {rule}" for rule in rules)]
-        return deleted, counts, perms_needed, protected
+class _CatalogScopedAdmin(TenantScopedAdmin):
+    """What the rule and entry screens share: a tenant admin must pick a tenant, and the form
+    knows whether a tenant admin fills it in (``by_tenant_admin``)."""
 
     def formfield_for_foreignkey(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
     ) -> ModelChoiceField[Any] | None:
-        _require_tenant_for_tenant_admins(db_field, request, kwargs)
+        # Tenant admins never make platform-wide objects: the tenant is not optional for them.
+        if db_field.name == "tenant" and not tenant_scope(request).platform:
+            kwargs["required"] = True
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    @admin.display(description="Catalog", ordering="tenant__slug")
-    def catalog(self, obj: Tool) -> str:
-        return "platform" if obj.tenant_id is None else f"private: {obj.tenant}"
-
-    @admin.display(description="Handler")
-    def handler_name(self, obj: Tool) -> str:
-        config = obj.backend_config if isinstance(obj.backend_config, dict) else {}
-        return str(config.get("handler", "-"))
-
-    @admin.display(description="tools/list entry")
-    def mcp_preview(self, obj: Tool) -> SafeString | str:
-        # Read again: on a form with errors, obj carries the rejected edits.
-        saved = Tool.objects.filter(pk=obj.pk).first() if obj.pk is not None else None
-        if saved is None:
-            return "Save the tool to see its preview."
-        spec = ToolSpec.from_model(saved)
-        text = json.dumps(spec.wire, indent=2, ensure_ascii=False)
-        note = "" if saved.enabled else "Disabled: clients do not see this tool until it is enabled."
-        return format_html(
-            '<pre class="mcp-preview" style="{}">{}</pre><p class="mcp-confirmation">{}</p>{}',
-            PREVIEW_STYLE,
-            text,
-            confirmation_summary(spec.confirmation, spec.annotations),
-            note,
-        )
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Any]]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        scope = tenant_scope(request)
+        form.by_tenant_admin = not scope.platform  # type: ignore[attr-defined]
+        # A tenant admin's tool form offers only the handlers their tenants' catalogs may bind.
+        form.handler_tenant_ids = None if scope.platform else administered_tenant_ids(scope)  # type: ignore[attr-defined]
+        return form
 
 
 @admin.register(AccessRule)
-class AccessRuleAdmin(TenantScopedAdmin):
+class AccessRuleAdmin(_CatalogScopedAdmin):
     tenant_lookup = "owner"
     tenant_id_attr = "owner_id"
 
@@ -243,19 +144,6 @@ class AccessRuleAdmin(TenantScopedAdmin):
             return (*self.list_filter, ManagedByFilter)
         return self.list_filter
 
-    def get_form(
-        self, request: HttpRequest, obj: AccessRule | None = None, change: bool = False, **kwargs: Any
-    ) -> type[ModelForm[AccessRule]]:
-        form = super().get_form(request, obj, change=change, **kwargs)
-        form.owned_by_tenant = not tenant_scope(request).platform  # type: ignore[attr-defined]
-        return form
-
-    def formfield_for_foreignkey(
-        self, db_field: Any, request: HttpRequest, **kwargs: Any
-    ) -> ModelChoiceField[Any] | None:
-        _require_tenant_for_tenant_admins(db_field, request, kwargs)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
     def save_model(self, request: HttpRequest, obj: AccessRule, form: ModelForm[AccessRule], change: bool) -> None:
         if not change:
             obj.created_by = request.user  # type: ignore[assignment]
@@ -282,14 +170,14 @@ class AccessRuleAdmin(TenantScopedAdmin):
         return ", ".join(parts) or "-"
 
 
-class _EntryAdmin(TenantScopedAdmin):
-    """What the resource, template and prompt screens share with the tool screen."""
+class CatalogEntryAdmin(_CatalogScopedAdmin):
+    """What the tool, resource, template and prompt screens share: catalog scoping, the preview of
+    what clients see, and writes through the ``catalog_entry_*`` services."""
 
     list_select_related = ("tenant",)
     autocomplete_fields = ("tenant",)
-    list_filter = ("enabled", "backend_kind", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_filter: ClassVar[tuple[Any, ...]] = ("enabled", "backend_kind", ("tenant", admin.RelatedOnlyFieldListFilter))
     history: Any = ("History", {"fields": ("version", "created_at", "updated_at")})
-    preview_label = "MCP preview"
     spec: Any = None
 
     def get_list_filter(self, request: HttpRequest) -> Any:
@@ -297,34 +185,124 @@ class _EntryAdmin(TenantScopedAdmin):
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
 
-    def formfield_for_foreignkey(
-        self, db_field: Any, request: HttpRequest, **kwargs: Any
-    ) -> ModelChoiceField[Any] | None:
-        _require_tenant_for_tenant_admins(db_field, request, kwargs)
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
         if obj is None:
             return fieldsets
-        return (*fieldsets, (self.preview_label, {"fields": ("mcp_preview",)}))
+        what = self.opts.verbose_name
+        preview = {"fields": ("mcp_preview",), "description": f"The saved {what} exactly as clients see it."}
+        return (*fieldsets, ("MCP preview", preview))
+
+    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm[Any], change: bool) -> None:
+        # The backstop of TenantScopedAdmin.save_model, then the service instead of obj.save().
+        if not administers(tenant_scope(request), obj.tenant_id):
+            raise PermissionDenied
+        catalog_entry_save(entry=obj)
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        catalog_entry_delete(entry=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        for entry in queryset:
+            catalog_entry_delete(entry=entry)
 
     @admin.display(description="Catalog", ordering="tenant__slug")
     def catalog(self, obj: Any) -> str:
         return "platform" if obj.tenant_id is None else f"private: {obj.tenant}"
 
+    def preview_notes(self, spec: Any) -> str:
+        """What the preview says below the entry (a kind may say more)."""
+        return ""
+
     @admin.display(description="What clients see")
     def mcp_preview(self, obj: Any) -> SafeString | str:
+        # Read again: on a form with errors, obj carries the rejected edits.
         saved = type(obj).objects.filter(pk=obj.pk).first() if obj.pk is not None else None
+        what = self.opts.verbose_name
         if saved is None:
-            return "Save it to see its preview."
-        text = json.dumps(self.spec.from_model(saved).wire, indent=2, ensure_ascii=False)
-        note = "" if saved.enabled else "Disabled: clients do not see it until it is enabled."
-        return format_html('<pre class="mcp-preview" style="{}">{}</pre>{}', PREVIEW_STYLE, text, note)
+            return f"Save the {what} to see its preview."
+        spec = self.spec.from_model(saved)
+        text = json.dumps(spec.wire, indent=2, ensure_ascii=False)
+        disabled = "" if saved.enabled else f"Disabled: clients do not see this {what} until it is enabled."
+        return format_html(
+            '<pre class="mcp-preview" style="{}">{}</pre>{}{}', PREVIEW_STYLE, text, self.preview_notes(spec), disabled
+        )
+
+
+class ToolAdmin(CatalogEntryAdmin):
+    """Registered by ``tools_app.admin``, which adds the test-call page (a runs feature)."""
+
+    form = ToolForm
+    spec = ToolSpec
+    list_display = ("name", "title", "catalog", "handler_name", "execution_mode", "enabled", "version", "updated_at")
+    list_filter = (
+        "enabled",
+        "backend_kind",
+        "execution_mode",
+        "task_support",
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("name", "title", "description", "tenant__slug")
+    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "title", "description", "enabled")}),
+        ("Schemas", {"fields": ("input_schema", "output_schema")}),
+        (
+            "Annotations",
+            {
+                "fields": ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint"),
+                "description": "Hints for clients; leave unknown to omit them from tools/list.",
+            },
+        ),
+        (
+            "Confirmation",
+            {
+                "fields": ("confirmation",),
+                "description": "Who must say yes before a call runs. Access rules can make it stricter for "
+                "the callers they apply to, never looser.",
+            },
+        ),
+        ("Presentation and matching", {"fields": ("icons", "tags")}),
+        (
+            "Backend",
+            {
+                "fields": (
+                    "backend_kind",
+                    "handler",
+                    "backend_config",
+                    "execution_mode",
+                    "task_support",
+                    "timeout_seconds",
+                )
+            },
+        ),
+        CatalogEntryAdmin.history,
+    )
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        """For tenant admins, platform rules on a tool protect it: the delete page and the bulk
+        action refuse (see ``tool_check_platform_rules``)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        rules = [] if tenant_scope(request).platform else list(platform_rules_targeting(objs))
+        if rules:
+            # Django would only say the user may not delete "access rules"; say which, and why.
+            perms_needed = perms_needed - {AccessRule._meta.verbose_name}
+            protected = [*protected, *(f"Platform access rule #{rule.pk}: {rule}" for rule in rules)]
+        return deleted, counts, perms_needed, protected
+
+    @admin.display(description="Handler")
+    def handler_name(self, obj: Tool) -> str:
+        config = obj.backend_config if isinstance(obj.backend_config, dict) else {}
+        return str(config.get("handler", "-"))
+
+    def preview_notes(self, spec: ToolSpec) -> str:
+        return format_html(
+            '<p class="mcp-confirmation">{}</p>', confirmation_summary(spec.confirmation, spec.annotations)
+        )
 
 
 @admin.register(Resource)
-class ResourceAdmin(_EntryAdmin):
+class ResourceAdmin(CatalogEntryAdmin):
     form = ResourceForm
     spec = ResourceSpec
     list_display = ("uri", "name", "catalog", "mime_type", "backend_kind", "size", "enabled", "version", "updated_at")
@@ -347,7 +325,7 @@ class ResourceAdmin(_EntryAdmin):
 
 
 @admin.register(ResourceTemplate)
-class ResourceTemplateAdmin(_EntryAdmin):
+class ResourceTemplateAdmin(CatalogEntryAdmin):
     form = ResourceTemplateForm
     spec = TemplateSpec
     list_display = ("name", "uri_template", "catalog", "backend_kind", "enabled", "version", "updated_at")
@@ -363,12 +341,12 @@ class ResourceTemplateAdmin(_EntryAdmin):
             },
         ),
         ("Annotations and presentation", {"fields": ("audience", "priority", "icons", "tags")}),
-        _EntryAdmin.history,
+        CatalogEntryAdmin.history,
     )
 
 
 @admin.register(Prompt)
-class PromptAdmin(_EntryAdmin):
+class PromptAdmin(CatalogEntryAdmin):
     form = PromptForm
     spec = PromptSpec
     list_display = ("name", "title", "catalog", "backend_kind", "enabled", "version", "updated_at")
@@ -386,5 +364,5 @@ class PromptAdmin(_EntryAdmin):
             },
         ),
         ("Presentation", {"fields": ("icons", "tags")}),
-        _EntryAdmin.history,
+        CatalogEntryAdmin.history,
     )

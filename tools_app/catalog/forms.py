@@ -15,7 +15,7 @@ from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
-from tools_app.catalog.services import tool_check_platform_rules
+from tools_app.catalog.services import catalog_key_clash, tool_check_platform_rules
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -81,7 +81,40 @@ def handler_choices(current: str | None = None, tenant_ids: frozenset[int] | Non
     return choices
 
 
-class ToolForm(forms.ModelForm[Tool]):
+def _json(label: str, *, empty: Any, rows: int, help_text: str, required: bool = False) -> PrettyJSONField:
+    return PrettyJSONField(label=label, required=required, empty=empty, rows=rows, help_text=help_text)
+
+
+class CatalogEntryForm(forms.ModelForm[Any]):
+    """What the tool, resource, template and prompt forms share: JSON fields edited as text, and
+    a name (a resource's URI) that is checked against its catalog."""
+
+    by_tenant_admin: ClassVar[bool] = False  # set by the admin
+
+    icons = _json("Icons", empty=[], rows=3, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].')
+    tags = _json("Tags", empty=[], rows=2, help_text='Labels access rules can match with tag:<label>, e.g. ["docs"].')
+    backend_config = _json(
+        "Backend settings",
+        empty={},
+        rows=4,
+        help_text='For the python backend {"handler": "<registered name>"} (optionally "complete": a completion '
+        "handler); for HTTP the same settings as an HTTP tool; upstream entries are written by the import.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # Before the model's checks: the constraints' message names the constraint, this one the catalog.
+        model = self._meta.model
+        key = model.catalog_key
+        if cleaned.get(key) and not self.has_error("tenant"):
+            probe = model(pk=self.instance.pk, tenant=cleaned.get("tenant"), **{key: cleaned[key]})
+            clash = catalog_key_clash(probe)
+            if clash:
+                self.add_error(key, clash)
+        return cleaned
+
+
+class ToolForm(CatalogEntryForm):
     """A tool with its JSON fields as pretty-printed text and the python handler as a select.
 
     ``handler_tenant_ids`` is set by the admin for tenant admins: the select offers only the
@@ -105,23 +138,13 @@ class ToolForm(forms.ModelForm[Tool]):
         required=False,
         help_text="Optional JSON Schema of the structured result; leave empty for none.",
     )
-    icons = PrettyJSONField(
-        required=False, empty=[], rows=4, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].'
-    )
-    tags = PrettyJSONField(
-        required=False, empty=[], rows=3, help_text='Labels access rules can match with tag:<label>, e.g. ["demo"].'
-    )
-    backend_config = PrettyJSONField(
-        label="Backend settings",
-        required=False,
+    backend_config = _json(
+        "Backend settings",
         empty={},
         rows=4,
         help_text="Further settings of the backend as a JSON object. For the python backend the handler "
         "comes from the select above.",
     )
-
-    # Set by the admin for tenant admins: they may not rename or move a tool platform rules target.
-    check_platform_rules: ClassVar[bool] = False
 
     class Meta:
         model = Tool
@@ -153,8 +176,7 @@ class ToolForm(forms.ModelForm[Tool]):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
-        self._check_name_is_free(cleaned)
-        if self.check_platform_rules:
+        if self.by_tenant_admin:  # they may not rename or move a tool platform rules target
             changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
             try:
                 tool_check_platform_rules(tool=self.instance, changes=changes)
@@ -169,19 +191,6 @@ class ToolForm(forms.ModelForm[Tool]):
                 self.add_error("handler", "Choose the handler that runs this tool.")
         return cleaned
 
-    def _check_name_is_free(self, cleaned: dict[str, Any]) -> None:
-        # The database constraints say the same, but their generic message names the
-        # constraint; this one says which catalog the name clashes in.
-        name, tenant = cleaned.get("name"), cleaned.get("tenant")
-        if not name or self.has_error("tenant"):
-            return
-        clashes = Tool.objects.filter(name=name, tenant=tenant).exclude(pk=self.instance.pk)
-        if clashes.exists():
-            if tenant is None:
-                self.add_error("name", f"A platform tool named {name!r} already exists.")
-            else:
-                self.add_error("name", f"{tenant} already has a private tool named {name!r}.")
-
     def _update_errors(self, errors: ValidationError) -> None:
         # Without a usable handler the model also complains about backend_config; the
         # handler select already says it, once is enough.
@@ -193,11 +202,11 @@ class ToolForm(forms.ModelForm[Tool]):
 
 
 class AccessRuleForm(forms.ModelForm[AccessRule]):
-    """``owned_by_tenant`` is set by the admin for tenant admins: their rules are owned by
-    (and apply to) the tenant they pick, and the model's checks for tenant-owned rules apply.
+    """For tenant admins (``by_tenant_admin``), rules are owned by (and apply to) the tenant they
+    pick, and the model's checks for tenant-owned rules apply.
     """
 
-    owned_by_tenant: ClassVar[bool] = False
+    by_tenant_admin: ClassVar[bool] = False  # set by the admin
 
     scopes = ScopeListField(
         help_text="Narrow the rule to credentials holding any of these scopes (API key scopes or OAuth token "
@@ -226,7 +235,7 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
         super().clean()
         cleaned = self.cleaned_data
         tenant = cleaned.get("tenant")
-        if self.owned_by_tenant:
+        if self.by_tenant_admin:
             # Before the model's clean() runs, so its owner checks see the owner.
             self.instance.owner = tenant
         keys = cleaned.get("api_keys")
@@ -237,23 +246,7 @@ class AccessRuleForm(forms.ModelForm[AccessRule]):
         return cleaned
 
 
-def _json(label: str, *, empty: Any, rows: int, help_text: str, required: bool = False) -> PrettyJSONField:
-    return PrettyJSONField(label=label, required=required, empty=empty, rows=rows, help_text=help_text)
-
-
-class _EntryForm(forms.ModelForm[Any]):
-    icons = _json("Icons", empty=[], rows=3, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].')
-    tags = _json("Tags", empty=[], rows=2, help_text='Labels access rules can match with tag:<label>, e.g. ["docs"].')
-    backend_config = _json(
-        "Backend settings",
-        empty={},
-        rows=4,
-        help_text='For the python backend {"handler": "<registered name>"} (optionally "complete": a completion '
-        "handler); for HTTP the same settings as an HTTP tool; upstream entries are written by the import.",
-    )
-
-
-class _AnnotatedForm(_EntryForm):
+class _AnnotatedForm(CatalogEntryForm):
     audience = _json("Audience", empty=[], rows=1, help_text='["user"], ["assistant"], both, or empty.')
 
 
@@ -294,7 +287,7 @@ class ResourceTemplateForm(_AnnotatedForm):
         fields = "__all__"
 
 
-class PromptForm(_EntryForm):
+class PromptForm(CatalogEntryForm):
     arguments = _json(
         "Arguments",
         empty=[],

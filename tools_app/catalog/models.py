@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection
-from typing import Any
+from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, ValidationError
@@ -19,7 +19,14 @@ from tools_app.catalog.backend_kinds import backend_config_errors
 from tools_app.catalog.fields import VerbatimJSONField
 from tools_app.catalog.prompt_messages import MessageProblem, check_messages
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
-from tools_app.catalog.validation import check_icons, check_string_list, tool_field_errors, worker_timeout_error
+from tools_app.catalog.validation import (
+    argument_errors,
+    check_icons,
+    check_string_list,
+    completion_errors,
+    tool_field_errors,
+    worker_timeout_error,
+)
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
 TOOL_NAME_VALIDATOR = RegexValidator(TOOL_NAME_PATTERN, "Tool names are 1-128 characters of A-Z a-z 0-9 _ . -")
@@ -53,7 +60,98 @@ class Confirmation(models.TextChoices):
     OPERATOR = "operator", "Operator: an operator of the tenant approves each call in the console"
 
 
-class Tool(models.Model):
+def optional_tenant(*, related_name: str, help_text: str) -> models.ForeignKey[Tenant | None, Tenant | None]:
+    """A link to a tenant that may be empty (the platform's, or every tenant's); gone with its tenant."""
+    return models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name=related_name, help_text=help_text
+    )
+
+
+def json_list(help_text: str = "") -> models.JSONField[Any, Any]:
+    """A JSON list field, empty unless set."""
+    return models.JSONField(default=list, blank=True, help_text=help_text)
+
+
+def unique_per_catalog(field: str) -> list[models.BaseConstraint]:
+    """``field`` is unique in each catalog: once among platform rows (no tenant), once per tenant.
+
+    For every model a platform admin or a tenant owns (catalog entries, backend secrets,
+    upstream servers). Django fills in ``%(class)s``: each model's constraints get its name.
+    """
+    return [
+        models.UniqueConstraint(
+            fields=[field], condition=Q(tenant__isnull=True), name=f"%(class)s_unique_platform_{field}"
+        ),
+        models.UniqueConstraint(fields=["tenant", field], name=f"%(class)s_unique_private_{field}"),
+    ]
+
+
+class CatalogEntry(models.Model):
+    """What tools, resources, resource templates and prompts share: a catalog (platform or one
+    tenant's), a name, presentation, tags for access rules, backend settings, and a version that
+    moves on every save. Each kind adds its own fields and its ``Backend`` choices."""
+
+    # The field unique per catalog (``unique_per_catalog``): what str() and clash messages name.
+    catalog_key: ClassVar[str] = "name"
+    # Each kind declares the field with its own ``Backend`` choices and default.
+    backend_kind: str
+
+    tenant = optional_tenant(
+        related_name="private_%(class)ss", help_text="Empty: in the platform catalog. Set: private to that tenant."
+    )
+    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    icons = json_list()
+    tags = json_list("Labels access rules can match with tag:<label>.")
+    backend_config = models.JSONField(default=dict, blank=True)
+    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
+    enabled = models.BooleanField(default=True)
+    version = models.PositiveIntegerField(default=1, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        key = str(getattr(self, self.catalog_key))
+        return key if self.tenant_id is None else f"{key} ({self.catalog_label()})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # The version is part of the entry's identity for caches and audit, so it must move
+        # on every write path (admin, API, shell); that is why it lives here, not in a service.
+        if self.pk is None or kwargs.get("force_insert"):
+            super().save(*args, **kwargs)
+            return
+        self.version = F("version") + 1
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
+        super().save(*args, **kwargs)
+        self.refresh_from_db(fields=["version"])
+
+    def catalog_label(self) -> str:
+        if self.tenant_id is None:
+            return "platform"
+        tenant = _related_or_none(self, "tenant")
+        return f"private to {tenant or f'tenant #{self.tenant_id}'}"
+
+    def common_errors(self) -> dict[str, list[str]]:
+        errors: dict[str, list[str]] = {}
+        try:
+            check_icons(self.icons)
+        except ValidationError as exc:
+            errors["icons"] = exc.messages
+        try:
+            check_string_list(self.tags, what="Tags")
+        except ValidationError as exc:
+            errors["tags"] = exc.messages
+        return errors
+
+
+class Tool(CatalogEntry):
+    """A tool clients list and call: its schemas, annotations, and the backend that runs it."""
+
     class Backend(models.TextChoices):
         PYTHON = "python", "Python handler"
         HTTP = "http", "HTTP webhook"
@@ -68,30 +166,19 @@ class Tool(models.Model):
         OPTIONAL = "optional", "Optional"
         REQUIRED = "required", "Required"
 
-    tenant = models.ForeignKey(
-        Tenant,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="private_tools",
-        help_text="Empty: a platform catalog tool. Set: private to that tenant.",
-    )
-    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
-    title = models.CharField(max_length=200, blank=True)
+    # Required here (the others may leave it empty): models read it to decide when to call the tool.
     description = models.TextField()
-    # Kept verbatim, key order included (see tools_app/fields.py).
+    # Kept verbatim, key order included (see tools_app/catalog/fields.py).
     input_schema = VerbatimJSONField(default=default_input_schema)
     output_schema = VerbatimJSONField(null=True, blank=True)
     read_only_hint = models.BooleanField(null=True, blank=True)
     destructive_hint = models.BooleanField(null=True, blank=True)
     idempotent_hint = models.BooleanField(null=True, blank=True)
     open_world_hint = models.BooleanField(null=True, blank=True)
-    icons = models.JSONField(default=list, blank=True)
-    tags = models.JSONField(default=list, blank=True, help_text="Labels access rules can match with tag:<label>.")
     backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.PYTHON)
-    backend_config = models.JSONField(default=dict, blank=True)
     execution_mode = models.CharField(max_length=16, choices=ExecutionMode.choices, default=ExecutionMode.INLINE)
     task_support = models.CharField(max_length=16, choices=TaskSupport.choices, default=TaskSupport.FORBIDDEN)
+    # Background tools run on workers for up to a day; the others' reads answer a client waiting inline.
     timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)])
     confirmation = models.CharField(
         max_length=16,
@@ -101,37 +188,10 @@ class Tool(models.Model):
         "defaults: a tool without readOnlyHint and destructiveHint asks. A call waits for the answer up to "
         "the tool's timeout.",
     )
-    enabled = models.BooleanField(default=True)
-    version = models.PositiveIntegerField(default=1, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(tenant__isnull=True), name="tool_unique_platform_name"
-            ),
-            models.UniqueConstraint(fields=["tenant", "name"], name="tool_unique_private_name"),
-        ]
-
-    def __str__(self) -> str:
-        if self.tenant_id is None:
-            return self.name
-        tenant = _related_or_none(self, "tenant")
-        return f"{self.name} (private to {tenant or f'tenant #{self.tenant_id}'})"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        # The version is part of the tool's identity for caches and audit, so it must move
-        # on every write path (admin, API, shell); that is why it lives here, not in a service.
-        if self.pk is None or kwargs.get("force_insert"):
-            super().save(*args, **kwargs)
-            return
-        self.version = F("version") + 1
-        if kwargs.get("update_fields") is not None:
-            kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
-        super().save(*args, **kwargs)
-        self.refresh_from_db(fields=["version"])
+        constraints = unique_per_catalog("name")
 
     def clean(self) -> None:
         errors = tool_field_errors(
@@ -200,19 +260,8 @@ class AccessRule(models.Model):
         help_text="A glob on names (e.g. 'demo.*' or '*'; resources also match by URI), or 'tag:<label>' for "
         "what carries that tag. 'Kind' says whether it matches tools, resources, prompts or all.",
     )
-    tenant = models.ForeignKey(
-        Tenant,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="access_rules",
-        help_text="Empty: every tenant.",
-    )
-    owner = models.ForeignKey(
-        Tenant,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
+    tenant = optional_tenant(related_name="access_rules", help_text="Empty: every tenant.")
+    owner = optional_tenant(
         related_name="owned_access_rules",
         help_text="Empty: a platform rule. Set: managed by that tenant's admins; it can grant only the "
         "tenant's private tools and can deny anything for that tenant.",
@@ -314,66 +363,10 @@ URI_VALIDATOR = RegexValidator(
 AUDIENCES = ("user", "assistant")
 
 
-class CatalogEntry(models.Model):
-    """What resources, resource templates and prompts share with tools: a catalog (platform or
-    one tenant's), presentation, tags for access rules, a version that moves on every save."""
-
-    tenant = models.ForeignKey(
-        Tenant,
-        null=True,
-        blank=True,
-        on_delete=models.CASCADE,
-        related_name="private_%(class)ss",
-        help_text="Empty: in the platform catalog. Set: private to that tenant.",
-    )
-    title = models.CharField(max_length=200, blank=True)
-    description = models.TextField(blank=True)
-    icons = models.JSONField(default=list, blank=True)
-    tags = models.JSONField(default=list, blank=True, help_text="Labels access rules can match with tag:<label>.")
-    enabled = models.BooleanField(default=True)
-    version = models.PositiveIntegerField(default=1, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        abstract = True
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        # As for tools: the version identifies what caches and the audit saw, on every write path.
-        if self.pk is None or kwargs.get("force_insert"):
-            super().save(*args, **kwargs)
-            return
-        self.version = F("version") + 1
-        if kwargs.get("update_fields") is not None:
-            kwargs["update_fields"] = {*kwargs["update_fields"], "version"}
-        super().save(*args, **kwargs)
-        self.refresh_from_db(fields=["version"])
-
-    def catalog_label(self) -> str:
-        if self.tenant_id is None:
-            return "platform"
-        tenant = _related_or_none(self, "tenant")
-        return f"private to {tenant or f'tenant #{self.tenant_id}'}"
-
-    def common_errors(self) -> dict[str, list[str]]:
-        errors: dict[str, list[str]] = {}
-        try:
-            check_icons(self.icons)
-        except ValidationError as exc:
-            errors["icons"] = exc.messages
-        try:
-            check_string_list(self.tags, what="Tags")
-        except ValidationError as exc:
-            errors["tags"] = exc.messages
-        return errors
-
-
 class Annotated(models.Model):
     """MCP annotations of resources and templates (how clients may use and rank them)."""
 
-    audience = models.JSONField(
-        default=list, blank=True, help_text='Who it is for: ["user"], ["assistant"] or both; empty: unsaid.'
-    )
+    audience = json_list('Who it is for: ["user"], ["assistant"] or both; empty: unsaid.')
     priority = models.FloatField(
         null=True,
         blank=True,
@@ -401,8 +394,9 @@ class Resource(CatalogEntry, Annotated):
         HTTP = "http", "HTTP endpoint"
         UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
 
+    catalog_key = "uri"
+
     uri = models.CharField(max_length=2048, validators=[URI_VALIDATOR])
-    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
     mime_type = models.CharField(max_length=200, blank=True)
     text = models.TextField(blank=True, help_text="Text content (static resources without binary content).")
     blob = models.BinaryField(
@@ -413,17 +407,10 @@ class Resource(CatalogEntry, Annotated):
         null=True, blank=True, editable=False, help_text="When the static content last changed (lastModified)."
     )
     backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.STATIC)
-    backend_config = models.JSONField(default=dict, blank=True)
-    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
 
     class Meta:
         ordering = ["uri", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["uri"], condition=Q(tenant__isnull=True), name="resource_unique_platform_uri"
-            ),
-            models.UniqueConstraint(fields=["tenant", "uri"], name="resource_unique_private_uri"),
-        ]
+        constraints = unique_per_catalog("uri")
 
     # The content as loaded, to tell a content change from other edits (it is announced to subscribers).
     _loaded_content: str | None = None
@@ -434,9 +421,6 @@ class Resource(CatalogEntry, Annotated):
         instance = super().from_db(db, field_names, values, **kwargs)
         instance._loaded_content = instance.content_digest() if "text" in field_names else None
         return instance
-
-    def __str__(self) -> str:
-        return self.uri if self.tenant_id is None else f"{self.uri} ({self.catalog_label()})"
 
     def content_bytes(self) -> bytes:
         return bytes(self.blob) if self.blob is not None else self.text.encode()
@@ -490,28 +474,17 @@ class ResourceTemplate(CatalogEntry, Annotated):
         UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
 
     uri_template = models.CharField(max_length=2048, help_text="RFC 6570, e.g. file:///logs/{date}.txt")
-    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
     mime_type = models.CharField(max_length=200, blank=True)
     backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.PYTHON)
-    backend_config = models.JSONField(default=dict, blank=True)
     completions = models.JSONField(
         default=dict,
         blank=True,
         help_text='Values completion/complete offers per variable, e.g. {"date": ["2026-01-01", "2026-01-02"]}.',
     )
-    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
 
     class Meta:
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(tenant__isnull=True), name="resourcetemplate_unique_platform_name"
-            ),
-            models.UniqueConstraint(fields=["tenant", "name"], name="resourcetemplate_unique_private_name"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name if self.tenant_id is None else f"{self.name} ({self.catalog_label()})"
+        constraints = unique_per_catalog("name")
 
     def clean(self) -> None:
         errors = {**self.common_errors(), **self.audience_errors()}
@@ -531,18 +504,6 @@ class ResourceTemplate(CatalogEntry, Annotated):
             raise ValidationError(errors)
 
 
-def completion_errors(completions: Any, names: set[str], *, what: str) -> str:
-    """A problem with a completions map ({name: [values]}), or ""."""
-    if not isinstance(completions, dict):
-        return 'Completions are a JSON object like {"name": ["value", …]}.'
-    for name, values in completions.items():
-        if name not in names:
-            return f"Completions name {name!r}, which is no {what} here."
-        if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
-            return f"Completions of {name!r} must be a list of strings."
-    return ""
-
-
 class Prompt(CatalogEntry):
     """A prompt template: arguments and messages rendered from them (or a backend's messages)."""
 
@@ -552,36 +513,19 @@ class Prompt(CatalogEntry):
         HTTP = "http", "HTTP endpoint"
         UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
 
-    name = models.CharField(max_length=128, validators=[TOOL_NAME_VALIDATOR])
-    arguments = models.JSONField(
-        default=list,
-        blank=True,
-        help_text='[{"name": "topic", "description": "…", "required": true}, …] (also "title").',
-    )
-    messages = models.JSONField(
-        default=list,
-        blank=True,
-        help_text='[{"role": "user", "content": {"type": "text", "text": "Explain {{topic}}."}}, …]; text, '
-        "image, audio, resource and resource_link blocks; text is a Mustache template.",
+    arguments = json_list('[{"name": "topic", "description": "…", "required": true}, …] (also "title").')
+    messages = json_list(
+        '[{"role": "user", "content": {"type": "text", "text": "Explain {{topic}}."}}, …]; text, '
+        "image, audio, resource and resource_link blocks; text is a Mustache template."
     )
     backend_kind = models.CharField(max_length=32, choices=Backend.choices, default=Backend.TEMPLATE)
-    backend_config = models.JSONField(default=dict, blank=True)
     completions = models.JSONField(
         default=dict, blank=True, help_text='Values completion/complete offers per argument: {"topic": ["…"]}.'
     )
-    timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(3600)])
 
     class Meta:
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(tenant__isnull=True), name="prompt_unique_platform_name"
-            ),
-            models.UniqueConstraint(fields=["tenant", "name"], name="prompt_unique_private_name"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name if self.tenant_id is None else f"{self.name} ({self.catalog_label()})"
+        constraints = unique_per_catalog("name")
 
     def argument_names(self) -> set[str]:
         return {argument["name"] for argument in self.arguments if isinstance(argument, dict) and "name" in argument}
@@ -613,26 +557,3 @@ class Prompt(CatalogEntry):
             errors["completions"] = [completion_problem]
         if errors:
             raise ValidationError(errors)
-
-
-ARGUMENT_KEYS = {"name", "title", "description", "required"}
-
-
-def argument_errors(arguments: Any) -> str:
-    """A problem with a prompt's argument list, or ""."""
-    if not isinstance(arguments, list):
-        return 'Arguments are a JSON list like [{"name": "topic", "required": true}].'
-    seen: set[str] = set()
-    for number, argument in enumerate(arguments, start=1):
-        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) or not argument["name"]:
-            return f"Argument #{number} needs a 'name'."
-        if set(argument) - ARGUMENT_KEYS:
-            return f"Argument {argument['name']!r}: unknown keys {sorted(set(argument) - ARGUMENT_KEYS)}."
-        if not isinstance(argument.get("required", False), bool):
-            return f"Argument {argument['name']!r}: 'required' is true or false."
-        if any(not isinstance(argument.get(key, ""), str) for key in ("title", "description")):
-            return f"Argument {argument['name']!r}: 'title' and 'description' are text."
-        if argument["name"] in seen:
-            return f"The argument {argument['name']!r} appears twice."
-        seen.add(argument["name"])
-    return ""

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.db.models import Q, QuerySet
 
 from tenants.scope import TenantScope
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
+
+E = TypeVar("E", bound=CatalogEntry)
 
 
 @dataclass(frozen=True)
@@ -94,58 +97,15 @@ def resource_content(resource_id: int, version: int) -> tuple[str, bytes | None]
     return text, bytes(blob) if blob is not None else None
 
 
-def resources_in(scope: TenantScope, *, tenant_slug: str | None = None, uri: str | None = None) -> QuerySet[Resource]:
-    """Every resource for platform admins; else the private resources of the user's tenants."""
-    rows = Resource.objects.filter(scope.within("tenant")).select_related("tenant")
+def entries_in(
+    model: type[E], scope: TenantScope, *, tenant_slug: str | None = None, **exact: str | bool | None
+) -> QuerySet[E]:
+    """Every entry of ``model`` for platform admins; else the private ones of the user's active
+    tenants. ``exact`` narrows to field values (a None value does not narrow)."""
+    rows = model._default_manager.filter(scope.within("tenant")).select_related("tenant")
     if tenant_slug is not None:
         rows = rows.filter(tenant__slug=tenant_slug)
-    if uri is not None:
-        rows = rows.filter(uri=uri)
-    return rows
-
-
-def resource_templates_in(
-    scope: TenantScope, *, tenant_slug: str | None = None, name: str | None = None
-) -> QuerySet[ResourceTemplate]:
-    rows = ResourceTemplate.objects.filter(scope.within("tenant")).select_related("tenant")
-    if tenant_slug is not None:
-        rows = rows.filter(tenant__slug=tenant_slug)
-    if name is not None:
-        rows = rows.filter(name=name)
-    return rows
-
-
-def prompts_in(scope: TenantScope, *, tenant_slug: str | None = None, name: str | None = None) -> QuerySet[Prompt]:
-    rows = Prompt.objects.filter(scope.within("tenant")).select_related("tenant")
-    if tenant_slug is not None:
-        rows = rows.filter(tenant__slug=tenant_slug)
-    if name is not None:
-        rows = rows.filter(name=name)
-    return rows
-
-
-def tools_in(
-    scope: TenantScope,
-    *,
-    tenant_slug: str | None = None,
-    platform_catalog: bool | None = None,
-    name: str | None = None,
-    enabled: bool | None = None,
-) -> QuerySet[Tool]:
-    """Every tool for platform admins; else the private tools of the user's active tenants.
-
-    ``platform_catalog`` narrows to platform tools (True) or private ones (False).
-    """
-    tools = Tool.objects.filter(scope.within("tenant")).select_related("tenant")
-    if tenant_slug is not None:
-        tools = tools.filter(tenant__slug=tenant_slug)
-    if platform_catalog is not None:
-        tools = tools.filter(tenant__isnull=platform_catalog)
-    if name is not None:
-        tools = tools.filter(name=name)
-    if enabled is not None:
-        tools = tools.filter(enabled=enabled)
-    return tools
+    return rows.filter(**{name: value for name, value in exact.items() if value is not None})
 
 
 def access_rules_in(

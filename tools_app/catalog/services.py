@@ -1,9 +1,11 @@
-"""Writes about the catalog: tools, resources, resource templates, prompts and access rules."""
+"""Writes about the catalog: its entries (tools, resources, resource templates, prompts) and
+access rules. The admin, the REST API, pack installs and imports all write entries through
+the ``catalog_entry_*`` functions."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -11,114 +13,14 @@ from django.db import transaction
 
 from tenants.models import ApiKey, Tenant
 from tools_app.catalog.definitions import (
+    EntryDefinition,
     PromptDefinition,
     ResourceDefinition,
     ResourceTemplateDefinition,
     ToolDefinition,
 )
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.selectors import platform_rules_targeting
-
-
-@transaction.atomic
-def tool_install(*, definition: ToolDefinition, tags: list[str], tenant: Tenant | None = None) -> Tool:
-    """Create or update a tool from a pack definition (idempotent: unchanged tools keep their version)."""
-    fields = {
-        "title": definition.title,
-        "description": definition.description,
-        "input_schema": definition.input_schema,
-        "output_schema": definition.output_schema,
-        "read_only_hint": definition.annotations.get("readOnlyHint"),
-        "destructive_hint": definition.annotations.get("destructiveHint"),
-        "idempotent_hint": definition.annotations.get("idempotentHint"),
-        "open_world_hint": definition.annotations.get("openWorldHint"),
-        "tags": tags,
-        "backend_kind": Tool.Backend.PYTHON,
-        "backend_config": {"handler": definition.handler},
-        "execution_mode": definition.execution_mode,
-        "task_support": definition.task_support,
-        "timeout_seconds": definition.timeout_seconds,
-        "confirmation": definition.confirmation,
-    }
-    tool = Tool.objects.filter(tenant=tenant, name=definition.name).first()
-    if tool is None:
-        tool = Tool(tenant=tenant, name=definition.name, **fields)
-        tool.full_clean()
-        tool.save()
-        return tool
-    changed = [name for name, value in fields.items() if getattr(tool, name) != value]
-    if changed:
-        for name in changed:
-            setattr(tool, name, fields[name])
-        tool.full_clean()
-        tool.save()
-    return tool
-
-
-def _install(model: type[Any], lookup: dict[str, Any], fields: dict[str, Any]) -> Any:
-    """Create or update one catalog row (unchanged rows keep their version)."""
-    row = model.objects.filter(**lookup).first()
-    if row is None:
-        row = model(**lookup, **fields)
-    else:
-        changed = [name for name, value in fields.items() if getattr(row, name) != value]
-        if not changed:
-            return row
-        for name in changed:
-            setattr(row, name, fields[name])
-    row.full_clean()
-    row.save()
-    return row
-
-
-@transaction.atomic
-def resource_install(*, definition: ResourceDefinition, tags: list[str], tenant: Tenant | None = None) -> Resource:
-    """Create or update a static resource from a pack definition (idempotent)."""
-    fields = {
-        "name": definition.name,
-        "title": definition.title,
-        "description": definition.description,
-        "mime_type": definition.mime_type,
-        "text": definition.text,
-        "blob": definition.blob,
-        "tags": tags,
-    }
-    return _install(Resource, {"tenant": tenant, "uri": definition.uri}, fields)  # type: ignore[no-any-return]
-
-
-@transaction.atomic
-def resource_template_install(
-    *, definition: ResourceTemplateDefinition, tags: list[str], tenant: Tenant | None = None
-) -> ResourceTemplate:
-    """Create or update a resource template (python backend) from a pack definition (idempotent)."""
-    fields = {
-        "uri_template": definition.uri_template,
-        "title": definition.title,
-        "description": definition.description,
-        "mime_type": definition.mime_type,
-        "backend_kind": ResourceTemplate.Backend.PYTHON,
-        "backend_config": {"handler": definition.handler},
-        "completions": definition.completions,
-        "tags": tags,
-    }
-    return _install(ResourceTemplate, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
-
-
-@transaction.atomic
-def prompt_install(*, definition: PromptDefinition, tags: list[str], tenant: Tenant | None = None) -> Prompt:
-    """Create or update a prompt from a pack definition (idempotent)."""
-    served = {"backend_kind": Prompt.Backend.PYTHON, "backend_config": {"handler": definition.handler}}
-    written = {"backend_kind": Prompt.Backend.TEMPLATE, "backend_config": {}}
-    fields = {
-        "title": definition.title,
-        "description": definition.description,
-        "arguments": definition.arguments,
-        "messages": definition.messages,
-        "completions": definition.completions,
-        "tags": tags,
-        **(served if definition.handler else written),
-    }
-    return _install(Prompt, {"tenant": tenant, "name": definition.name}, fields)  # type: ignore[no-any-return]
 
 
 @transaction.atomic
@@ -136,55 +38,6 @@ def access_rule_grant_pattern(
         defaults={"note": note},
     )
     return rule
-
-
-def tool_check(tool: Tool) -> None:
-    """Raise ValidationError (messages per field) unless ``tool`` could be saved as it is.
-
-    The same checks as the admin's form: field types and ranges, the schema and backend
-    checks of ``tool_field_errors``, and a name that is free in its catalog. Saves nothing,
-    so it doubles as the API's dry run.
-    """
-    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
-    errors: dict[str, list[Any]] = {}
-    try:
-        # The unique constraints' generic message names the constraint; the check below
-        # says which catalog the name clashes in.
-        tool.full_clean(validate_constraints=False)
-    except ValidationError as exc:
-        errors = exc.update_error_dict(errors)
-    if "name" not in errors and "tenant" not in errors:
-        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
-        clashes = Tool.objects.filter(name=tool.name, tenant_id=tool.tenant_id).exclude(pk=tool.pk)  # type: ignore[misc]
-        if clashes.exists():
-            where = "the platform catalog" if tool.tenant_id is None else f"tenant {tool.tenant}"
-            errors["name"] = [f"A tool named {tool.name!r} already exists in {where}."]
-    if errors:
-        raise ValidationError(errors)
-
-
-@transaction.atomic
-def tool_create(*, tenant: Tenant | None, fields: dict[str, Any]) -> Tool:
-    """A new tool, private to ``tenant`` or (None) in the platform catalog."""
-    tool = Tool(tenant=tenant, **fields)
-    tool_check(tool)
-    tool.save()
-    return tool
-
-
-@transaction.atomic
-def tool_update(*, tool: Tool, changes: dict[str, Any]) -> Tool:
-    """Apply ``changes`` to a tool's fields; its version moves on with the save."""
-    for name, value in changes.items():
-        setattr(tool, name, value)
-    tool_check(tool)
-    tool.save()
-    return tool
-
-
-@transaction.atomic
-def tool_delete(*, tool: Tool) -> None:
-    tool.delete()
 
 
 def tool_check_platform_rules(*, tool: Tool, changes: dict[str, Any] | None = None) -> None:
@@ -284,47 +137,89 @@ def access_rules_disable_unnarrowed(*, rule_ids: Iterable[int]) -> list[AccessRu
     return disabled
 
 
-CatalogEntryModel = Resource | ResourceTemplate | Prompt
+E = TypeVar("E", bound=CatalogEntry)
+
+# The model each kind of pack definition installs as.
+DEFINED_AS: dict[type[EntryDefinition], type[CatalogEntry]] = {
+    ToolDefinition: Tool,
+    ResourceDefinition: Resource,
+    ResourceTemplateDefinition: ResourceTemplate,
+    PromptDefinition: Prompt,
+}
 
 
-def catalog_entry_check(entry: CatalogEntryModel) -> None:
-    """Raise ValidationError (per field) unless the resource, template or prompt could be saved:
-    its fields, its backend settings and a URI or name free in its catalog."""
+def catalog_key_clash(entry: CatalogEntry) -> str:
+    """Why the entry's name (a resource's URI) is taken in its catalog, or "" when it is free.
+
+    The unique constraints say the same, but their generic message names the constraint;
+    this one says which catalog the name clashes in.
+    """
+    key = entry.catalog_key
+    value = getattr(entry, key)
+    # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
+    rows = type(entry)._default_manager.filter(**{key: value}, tenant_id=entry.tenant_id)  # type: ignore[misc]
+    if not rows.exclude(pk=entry.pk).exists():
+        return ""
+    where = "the platform catalog" if entry.tenant_id is None else f"tenant {entry.tenant}"
+    named = "at" if key == "uri" else "named"
+    return f"A {entry._meta.verbose_name} {named} {value!r} already exists in {where}."
+
+
+def catalog_entry_check(entry: CatalogEntry) -> None:
+    """Raise ValidationError (messages per field) unless the tool, resource, template or prompt
+    could be saved as it is: field types and ranges, the kind's own checks (schemas, backend
+    settings, messages), and a name (URI) free in its catalog. Saves nothing, so it doubles as
+    the API's dry run."""
+    # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
     errors: dict[str, list[Any]] = {}
     try:
-        entry.full_clean(validate_constraints=False)
+        entry.full_clean(validate_constraints=False)  # the clash message below is clearer
     except ValidationError as exc:
         errors = exc.update_error_dict(errors)
-    key = "uri" if isinstance(entry, Resource) else "name"
-    if key not in errors and "tenant" not in errors:
-        value = getattr(entry, key)
-        # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
-        clashes = type(entry).objects.filter(**{key: value}, tenant_id=entry.tenant_id).exclude(pk=entry.pk)  # type: ignore[misc]
-        if clashes.exists():
-            where = "the platform catalog" if entry.tenant_id is None else f"tenant {entry.tenant}"
-            errors[key] = [f"{value!r} is already taken in {where}."]
+    if entry.catalog_key not in errors and "tenant" not in errors:
+        clash = catalog_key_clash(entry)
+        if clash:
+            errors[entry.catalog_key] = [clash]
     if errors:
         raise ValidationError(errors)
 
 
 @transaction.atomic
-def catalog_entry_create(*, model: type[CatalogEntryModel], tenant: Tenant | None, fields: dict[str, Any]) -> Any:
-    """A new resource, template or prompt, private to ``tenant`` or (None) in the platform catalog."""
-    entry = model(tenant=tenant, **fields)
+def catalog_entry_save(*, entry: E) -> E:
+    """Check and save an entry edited in place (the admin's forms edit the instance); its version
+    moves on with the save."""
     catalog_entry_check(entry)
     entry.save()
     return entry
 
 
-@transaction.atomic
-def catalog_entry_update(*, entry: CatalogEntryModel, changes: dict[str, Any]) -> Any:
+def catalog_entry_create(*, model: type[E], tenant: Tenant | None, fields: dict[str, Any]) -> E:
+    """A new entry, private to ``tenant`` or (None) in the platform catalog."""
+    return catalog_entry_save(entry=model(tenant=tenant, **fields))
+
+
+def catalog_entry_update(*, entry: E, changes: dict[str, Any]) -> E:
+    """Apply ``changes`` to an entry's fields (its catalog is fixed)."""
     for name, value in changes.items():
         setattr(entry, name, value)
-    catalog_entry_check(entry)
-    entry.save()
-    return entry
+    return catalog_entry_save(entry=entry)
 
 
 @transaction.atomic
-def catalog_entry_delete(*, entry: CatalogEntryModel) -> None:
+def catalog_entry_delete(*, entry: CatalogEntry) -> None:
     entry.delete()
+
+
+@transaction.atomic
+def catalog_entry_install(
+    *, definition: EntryDefinition, tags: list[str], tenant: Tenant | None = None
+) -> CatalogEntry:
+    """Create or update the entry a pack defines (idempotent: an unchanged entry keeps its version)."""
+    model = DEFINED_AS[type(definition)]
+    fields = {**definition.row_fields(), "tags": tags}
+    key = model.catalog_key
+    entry = model._default_manager.filter(tenant=tenant, **{key: fields[key]}).first()
+    if entry is None:
+        return catalog_entry_create(model=model, tenant=tenant, fields=fields)
+    changed = {name: value for name, value in fields.items() if getattr(entry, name) != value}
+    return catalog_entry_update(entry=entry, changes=changed) if changed else entry

@@ -18,72 +18,54 @@ from tools_app.catalog.uri_templates import UriTemplateMatcher, compile_template
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-    from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+    from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
 
 
-@dataclass(frozen=True, eq=False)
-class ToolSpec:
-    kind: ClassVar[str] = "tool"
+def _listed(value: Any) -> bool:
+    """Whether a list entry shows an optional field: never null or empty (a size of 0 shows)."""
+    return value is not None and value != "" and value != [] and value != {}
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class EntrySpec:
+    """What every kind of entry holds (``CatalogEntry``); each kind adds its own fields, its
+    ``from_model`` and the fields its list shows (``wire_fields``)."""
+
+    kind: ClassVar[str]
+    # What the list shows even when empty: prompts (and tools) always have a description, which
+    # clients show to pick one; resources and templates omit an empty one.
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name", "description"})
 
     id: int
     tenant_id: int | None
     name: str
     title: str
     description: str
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None
-    annotations: dict[str, bool]
     icons: list[dict[str, Any]]
     tags: frozenset[str]
     backend_kind: str
     backend_config: dict[str, Any]
-    execution_mode: str
-    task_support: str
     timeout_seconds: float
     enabled: bool
     version: int
-    confirmation: str = "destructive"  # the tool's own policy; rules may tighten it per caller
 
-    @classmethod
-    def from_model(cls, tool: Tool) -> ToolSpec:
-        return cls(
-            id=tool.pk,
-            tenant_id=tool.tenant_id,
-            name=tool.name,
-            title=tool.title,
-            description=tool.description,
-            input_schema=tool.input_schema,
-            output_schema=tool.output_schema,
-            annotations=tool.annotations(),
-            icons=list(tool.icons or []),
-            tags=frozenset(tool.tags or []),
-            backend_kind=tool.backend_kind,
-            backend_config=dict(tool.backend_config or {}),
-            execution_mode=tool.execution_mode,
-            task_support=tool.task_support,
-            timeout_seconds=float(tool.timeout_seconds),
-            enabled=tool.enabled,
-            version=tool.version,
-            confirmation=tool.confirmation,
-        )
-
-    @cached_property
-    def wire(self) -> dict[str, Any]:
-        """The tool exactly as `tools/list` shows it: optional fields omitted, never null."""
-        data: dict[str, Any] = {"name": self.name}
-        if self.title:
-            data["title"] = self.title
-        data["description"] = self.description
-        data["inputSchema"] = self.input_schema
-        if self.output_schema is not None:
-            data["outputSchema"] = self.output_schema
-        if self.annotations:
-            data["annotations"] = dict(self.annotations)
-        if self.icons:
-            data["icons"] = list(self.icons)
-        if self.task_support != "forbidden":
-            data["execution"] = {"taskSupport": self.task_support}
-        return data
+    @staticmethod
+    def entry_fields(entry: CatalogEntry) -> dict[str, Any]:
+        """The shared fields of a row, for a kind's ``from_model``."""
+        return {
+            "id": entry.pk,
+            "tenant_id": entry.tenant_id,
+            "name": entry.name,
+            "title": entry.title,
+            "description": entry.description,
+            "icons": list(entry.icons or []),
+            "tags": frozenset(entry.tags or []),
+            "backend_kind": entry.backend_kind,
+            "backend_config": dict(entry.backend_config or {}),
+            "timeout_seconds": float(entry.timeout_seconds),
+            "enabled": entry.enabled,
+            "version": entry.version,
+        }
 
     @property
     def match_names(self) -> tuple[str, ...]:
@@ -94,6 +76,62 @@ class ToolSpec:
     def shadow_key(self) -> str:
         """Entries with the same key are one entry to a caller: a private one hides a platform one."""
         return self.name
+
+    def wire_key(self) -> dict[str, Any]:
+        """What the list shows before the name (a resource's URI)."""
+        return {}
+
+    def wire_fields(self) -> dict[str, Any]:
+        """The kind's own fields as its list shows them, after the description."""
+        return {}
+
+    @cached_property
+    def wire(self) -> dict[str, Any]:
+        """The entry exactly as its list (tools/list, resources/list, …) shows it: optional
+        fields omitted, never null."""
+        data = {
+            **self.wire_key(),
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            **self.wire_fields(),
+            "icons": list(self.icons),
+        }
+        return {key: value for key, value in data.items() if key in self.listed_always or _listed(value)}
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ToolSpec(EntrySpec):
+    kind: ClassVar[str] = "tool"
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name", "description", "inputSchema"})
+
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, bool]
+    execution_mode: str
+    task_support: str
+    confirmation: str = "destructive"  # the tool's own policy; rules may tighten it per caller
+
+    @classmethod
+    def from_model(cls, tool: Tool) -> ToolSpec:
+        return cls(
+            **cls.entry_fields(tool),
+            input_schema=tool.input_schema,
+            output_schema=tool.output_schema,
+            annotations=tool.annotations(),
+            execution_mode=tool.execution_mode,
+            task_support=tool.task_support,
+            confirmation=tool.confirmation,
+        )
+
+    def wire_fields(self) -> dict[str, Any]:
+        forbidden = self.task_support == "forbidden"
+        return {
+            "inputSchema": self.input_schema,
+            "outputSchema": self.output_schema,
+            "annotations": dict(self.annotations),
+            "execution": None if forbidden else {"taskSupport": self.task_support},
+        }
 
     @cached_property
     def header_params(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -109,60 +147,42 @@ class ToolSpec:
         return compile_validator(self.output_schema) if self.output_schema is not None else None
 
 
-def _annotations(audience: list[str], priority: float | None, last_modified: datetime | None) -> dict[str, Any]:
-    annotations: dict[str, Any] = {}
-    if audience:
-        annotations["audience"] = list(audience)
-    if priority is not None:
-        annotations["priority"] = priority
-    if last_modified is not None:
-        annotations["lastModified"] = last_modified.isoformat().replace("+00:00", "Z")
-    return annotations
-
-
-@dataclass(frozen=True, eq=False)
-class ResourceSpec:
-    """A resource at a fixed URI; static content is not held here (see ``cache.ContentCache``)."""
+@dataclass(frozen=True, eq=False, kw_only=True)
+class _ReadableSpec(EntrySpec):
+    """What resources and resource templates share: a MIME type, annotations, and no description
+    in the list unless there is one."""
 
     kind: ClassVar[str] = "resource"
+    listed_always: ClassVar[frozenset[str]] = frozenset({"name"})
 
-    id: int
-    tenant_id: int | None
-    uri: str
-    name: str
-    title: str
-    description: str
     mime_type: str
-    size: int | None
     annotations: dict[str, Any]
-    icons: list[dict[str, Any]]
-    tags: frozenset[str]
-    backend_kind: str
-    backend_config: dict[str, Any]
-    timeout_seconds: float
-    enabled: bool
-    version: int
+
+    @staticmethod
+    def readable_fields(entry: Resource | ResourceTemplate, last_modified: datetime | None = None) -> dict[str, Any]:
+        annotations: dict[str, Any] = {}
+        if entry.audience:
+            annotations["audience"] = list(entry.audience)
+        if entry.priority is not None:
+            annotations["priority"] = entry.priority
+        if last_modified is not None:
+            annotations["lastModified"] = last_modified.isoformat().replace("+00:00", "Z")
+        return {**EntrySpec.entry_fields(entry), "mime_type": entry.mime_type, "annotations": annotations}
+
+    def wire_fields(self) -> dict[str, Any]:
+        return {"mimeType": self.mime_type, "annotations": dict(self.annotations)}
+
+
+@dataclass(frozen=True, eq=False, kw_only=True)
+class ResourceSpec(_ReadableSpec):
+    """A resource at a fixed URI; static content is not held here (see ``cache.ContentCache``)."""
+
+    uri: str
+    size: int | None
 
     @classmethod
     def from_model(cls, resource: Resource) -> ResourceSpec:
-        return cls(
-            id=resource.pk,
-            tenant_id=resource.tenant_id,
-            uri=resource.uri,
-            name=resource.name,
-            title=resource.title,
-            description=resource.description,
-            mime_type=resource.mime_type,
-            size=resource.size,
-            annotations=_annotations(resource.audience, resource.priority, resource.last_modified),
-            icons=list(resource.icons or []),
-            tags=frozenset(resource.tags or []),
-            backend_kind=resource.backend_kind,
-            backend_config=dict(resource.backend_config or {}),
-            timeout_seconds=float(resource.timeout_seconds),
-            enabled=resource.enabled,
-            version=resource.version,
-        )
+        return cls(**cls.readable_fields(resource, resource.last_modified), uri=resource.uri, size=resource.size)
 
     @property
     def match_names(self) -> tuple[str, ...]:
@@ -176,163 +196,63 @@ class ResourceSpec:
     def is_static(self) -> bool:
         return self.backend_kind == "static"
 
-    @cached_property
-    def wire(self) -> dict[str, Any]:
-        """The resource as resources/list shows it (optional fields omitted, never null)."""
-        data: dict[str, Any] = {"uri": self.uri, "name": self.name}
-        if self.title:
-            data["title"] = self.title
-        if self.description:
-            data["description"] = self.description
-        if self.mime_type:
-            data["mimeType"] = self.mime_type
-        if self.size is not None:
-            data["size"] = self.size
-        if self.icons:
-            data["icons"] = list(self.icons)
-        if self.annotations:
-            data["annotations"] = dict(self.annotations)
-        return data
+    def wire_key(self) -> dict[str, Any]:
+        return {"uri": self.uri}
+
+    def wire_fields(self) -> dict[str, Any]:
+        return {**super().wire_fields(), "size": self.size}
 
 
-@dataclass(frozen=True, eq=False)
-class TemplateSpec:
-    kind: ClassVar[str] = "resource"
-
-    id: int
-    tenant_id: int | None
+@dataclass(frozen=True, eq=False, kw_only=True)
+class TemplateSpec(_ReadableSpec):
     uri_template: str
-    name: str
-    title: str
-    description: str
-    mime_type: str
-    annotations: dict[str, Any]
-    icons: list[dict[str, Any]]
-    tags: frozenset[str]
-    backend_kind: str
-    backend_config: dict[str, Any]
     completions: dict[str, list[str]]
-    timeout_seconds: float
-    enabled: bool
-    version: int
 
     @classmethod
     def from_model(cls, template: ResourceTemplate) -> TemplateSpec:
-        return cls(
-            id=template.pk,
-            tenant_id=template.tenant_id,
-            uri_template=template.uri_template,
-            name=template.name,
-            title=template.title,
-            description=template.description,
-            mime_type=template.mime_type,
-            annotations=_annotations(template.audience, template.priority, None),
-            icons=list(template.icons or []),
-            tags=frozenset(template.tags or []),
-            backend_kind=template.backend_kind,
-            backend_config=dict(template.backend_config or {}),
-            completions=dict(template.completions or {}),
-            timeout_seconds=float(template.timeout_seconds),
-            enabled=template.enabled,
-            version=template.version,
-        )
+        completions = dict(template.completions or {})
+        return cls(**cls.readable_fields(template), uri_template=template.uri_template, completions=completions)
 
     @property
     def match_names(self) -> tuple[str, ...]:
         return (self.name, self.uri_template)
 
-    @property
-    def shadow_key(self) -> str:
-        return self.name
-
     @cached_property
     def matcher(self) -> UriTemplateMatcher:
         return compile_template(self.uri_template)
 
-    @cached_property
-    def wire(self) -> dict[str, Any]:
-        """The template as resources/templates/list shows it."""
-        data: dict[str, Any] = {"uriTemplate": self.uri_template, "name": self.name}
-        if self.title:
-            data["title"] = self.title
-        if self.description:
-            data["description"] = self.description
-        if self.mime_type:
-            data["mimeType"] = self.mime_type
-        if self.icons:
-            data["icons"] = list(self.icons)
-        if self.annotations:
-            data["annotations"] = dict(self.annotations)
-        return data
+    def wire_key(self) -> dict[str, Any]:
+        return {"uriTemplate": self.uri_template}
 
 
-@dataclass(frozen=True, eq=False)
-class PromptSpec:
+@dataclass(frozen=True, eq=False, kw_only=True)
+class PromptSpec(EntrySpec):
     kind: ClassVar[str] = "prompt"
 
-    id: int
-    tenant_id: int | None
-    name: str
-    title: str
-    description: str
     arguments: list[dict[str, Any]]
     messages: list[dict[str, Any]]
-    icons: list[dict[str, Any]]
-    tags: frozenset[str]
-    backend_kind: str
-    backend_config: dict[str, Any]
     completions: dict[str, list[str]]
-    timeout_seconds: float
-    enabled: bool
-    version: int
 
     @classmethod
     def from_model(cls, prompt: Prompt) -> PromptSpec:
         return cls(
-            id=prompt.pk,
-            tenant_id=prompt.tenant_id,
-            name=prompt.name,
-            title=prompt.title,
-            description=prompt.description,
+            **cls.entry_fields(prompt),
             arguments=list(prompt.arguments or []),
             messages=list(prompt.messages or []),
-            icons=list(prompt.icons or []),
-            tags=frozenset(prompt.tags or []),
-            backend_kind=prompt.backend_kind,
-            backend_config=dict(prompt.backend_config or {}),
             completions=dict(prompt.completions or {}),
-            timeout_seconds=float(prompt.timeout_seconds),
-            enabled=prompt.enabled,
-            version=prompt.version,
         )
-
-    @property
-    def match_names(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    @property
-    def shadow_key(self) -> str:
-        return self.name
 
     @property
     def required_arguments(self) -> list[str]:
         return [argument["name"] for argument in self.arguments if argument.get("required")]
 
-    @cached_property
-    def wire(self) -> dict[str, Any]:
-        """The prompt as prompts/list shows it."""
-        data: dict[str, Any] = {"name": self.name}
-        if self.title:
-            data["title"] = self.title
-        data["description"] = self.description
-        if self.arguments:
-            data["arguments"] = [
+    def wire_fields(self) -> dict[str, Any]:
+        return {
+            "arguments": [
                 {key: argument[key] for key in ("name", "title", "description", "required") if key in argument}
                 for argument in self.arguments
             ]
-        if self.icons:
-            data["icons"] = list(self.icons)
-        return data
+        }
 
 
 @dataclass(frozen=True)

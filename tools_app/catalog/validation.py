@@ -1,4 +1,4 @@
-"""Field checks for tools and access rules, shared by model.clean(), the admin and services."""
+"""Field checks for catalog entries and access rules, shared by model.clean(), the admin and services."""
 
 from __future__ import annotations
 
@@ -81,6 +81,41 @@ def tool_field_errors(
     for message in backend_config_errors(backend_kind, backend_config, tenant_id=tenant_id):
         add("backend_config", message)
     return errors
+
+
+def completion_errors(completions: Any, names: set[str], *, what: str) -> str:
+    """A problem with a completions map ({name: [values]}), or ""."""
+    if not isinstance(completions, dict):
+        return 'Completions are a JSON object like {"name": ["value", …]}.'
+    for name, values in completions.items():
+        if name not in names:
+            return f"Completions name {name!r}, which is no {what} here."
+        if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+            return f"Completions of {name!r} must be a list of strings."
+    return ""
+
+
+ARGUMENT_KEYS = {"name", "title", "description", "required"}
+
+
+def argument_errors(arguments: Any) -> str:
+    """A problem with a prompt's argument list, or ""."""
+    if not isinstance(arguments, list):
+        return 'Arguments are a JSON list like [{"name": "topic", "required": true}].'
+    seen: set[str] = set()
+    for number, argument in enumerate(arguments, start=1):
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) or not argument["name"]:
+            return f"Argument #{number} needs a 'name'."
+        if set(argument) - ARGUMENT_KEYS:
+            return f"Argument {argument['name']!r}: unknown keys {sorted(set(argument) - ARGUMENT_KEYS)}."
+        if not isinstance(argument.get("required", False), bool):
+            return f"Argument {argument['name']!r}: 'required' is true or false."
+        if any(not isinstance(argument.get(key, ""), str) for key in ("title", "description")):
+            return f"Argument {argument['name']!r}: 'title' and 'description' are text."
+        if argument["name"] in seen:
+            return f"The argument {argument['name']!r} appears twice."
+        seen.add(argument["name"])
+    return ""
 
 
 # A worker holds the broker message of a call it runs unacknowledged until the call ended: its

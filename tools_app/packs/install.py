@@ -7,13 +7,7 @@ from django.db import transaction
 from tenants.models import Tenant
 from tools_app.catalog.definitions import Pack
 from tools_app.catalog.models import AccessRule
-from tools_app.catalog.services import (
-    access_rule_grant_pattern,
-    prompt_install,
-    resource_install,
-    resource_template_install,
-    tool_install,
-)
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_install
 
 
 @transaction.atomic
@@ -21,13 +15,7 @@ def pack_install(*, pack: Pack, tag: str, tenant: Tenant, note: str) -> None:
     """Create or update the pack's tools, resources, templates and prompts as platform entries
     tagged ``tag``, and grant ``tag:<tag>`` of every kind to ``tenant`` (idempotent: unchanged
     entries keep their version, existing grants are kept)."""
-    for tool in pack.tools:
-        tool_install(definition=tool, tags=[tag])
-    for resource in pack.resources:
-        resource_install(definition=resource, tags=[tag])
-    for template in pack.templates:
-        resource_template_install(definition=template, tags=[tag])
-    for prompt in pack.prompts:
-        prompt_install(definition=prompt, tags=[tag])
+    for definition in pack.entries():
+        catalog_entry_install(definition=definition, tags=[tag])
     for kind in (AccessRule.Kind.TOOL, AccessRule.Kind.RESOURCE, AccessRule.Kind.PROMPT):
         access_rule_grant_pattern(tenant=tenant, pattern=f"tag:{tag}", kind=kind, note=note)

@@ -13,7 +13,7 @@ from tenants.models import ApiKey
 from tenants.selectors import api_keys_in
 from tools_app.catalog import services as tool_services
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.selectors import tools_in
+from tools_app.catalog.selectors import entries_in
 
 
 class ScopedToolField(serializers.PrimaryKeyRelatedField):
@@ -22,7 +22,7 @@ class ScopedToolField(serializers.PrimaryKeyRelatedField):
     default_error_messages = {"does_not_exist": "There is no tool with the id {pk_value!r}."}
 
     def get_queryset(self) -> QuerySet[Tool]:
-        return tools_in(request_scope(self))
+        return entries_in(Tool, request_scope(self))
 
 
 class ScopedApiKeyField(serializers.PrimaryKeyRelatedField):

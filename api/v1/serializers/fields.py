@@ -27,6 +27,13 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object; else the 400 that says what it is."""
+    if not isinstance(value, dict):
+        raise serializers.ValidationError(f"Expected a JSON object, got {type(value).__name__}.")
+    return value
+
+
 class JsonValueField(serializers.JSONField):
     """Any JSON value, except strings with NUL characters (PostgreSQL cannot store them)."""
 
@@ -41,11 +48,8 @@ class JsonValueField(serializers.JSONField):
 class JsonObjectField(JsonValueField):
     """A JSON object (a schema, a backend configuration, tool arguments)."""
 
-    def to_internal_value(self, data: Any) -> Any:
-        value = super().to_internal_value(data)
-        if not isinstance(value, dict):
-            raise serializers.ValidationError(f"Expected a JSON object, got {type(value).__name__}.")
-        return value
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        return json_object(super().to_internal_value(data))
 
 
 class StringListField(serializers.ListField):

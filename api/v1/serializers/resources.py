@@ -1,18 +1,18 @@
-"""Resources, resource templates and prompts as the v1 API shows and changes them."""
+"""Resources, resource templates and prompts as the v1 API shows and changes them (what they
+share with tools is in ``entries``)."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, ClassVar
+from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from api.v1.serializers.fields import JsonObjectField, JsonValueField, StringListField, TenantField, request_scope
-from tenants.models import Tenant
-from tools_app.catalog import services as catalog_services
+from api.v1.serializers.entries import BACKEND_FIELDS, ENTRY_FIELDS, TAIL_FIELDS, CatalogEntrySerializer
+from api.v1.serializers.fields import JsonObjectField, JsonValueField
 from tools_app.catalog.models import Prompt, Resource, ResourceTemplate
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec
 
@@ -33,62 +33,6 @@ class Base64Field(serializers.Field):
             return base64.b64decode(data, validate=True)
         except (binascii.Error, ValueError):
             raise serializers.ValidationError("This is not valid base64.") from None
-
-
-class CatalogEntrySerializer(serializers.ModelSerializer):
-    """What the three share with tools: the catalog (tenant), JSON fields, the MCP view."""
-
-    spec: ClassVar[Any] = None
-
-    tenant = TenantField(
-        required=False,
-        allow_null=True,
-        help_text="The tenant it is private to; null (platform admins only) for the platform catalog. Fixed once "
-        "it exists.",
-    )
-    icons = JsonValueField(required=False, help_text='A list like [{"src": "https://…", "mimeType": "image/png"}].')
-    tags = StringListField(help_text="Labels access rules can match with tag:<label>.")
-    backend_config = JsonObjectField(required=False, help_text="Settings of the backend.")
-    mcp = serializers.SerializerMethodField(help_text="As MCP clients see it in their lists.")
-
-    class Meta:
-        validators: list[Any] = []  # catalog_entry_check says which catalog a name clashes in
-        read_only_fields = ["id", "version", "created_at", "updated_at"]
-
-    @extend_schema_field(OpenApiTypes.OBJECT)
-    def get_mcp(self, entry: Any) -> dict[str, Any]:
-        return self.spec.from_model(entry).wire  # type: ignore[no-any-return]
-
-    def validate_tenant(self, tenant: Tenant | None) -> Tenant | None:
-        if self.instance is not None and getattr(tenant, "pk", None) != self.instance.tenant_id:
-            raise serializers.ValidationError("It cannot move to another catalog; create it there instead.")
-        if tenant is None and not request_scope(self).platform:
-            raise serializers.ValidationError(
-                "Name the tenant it is private to; only platform admins add platform ones."
-            )
-        return tenant
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if self.instance is None and "tenant" not in attrs:
-            try:
-                attrs["tenant"] = self.validate_tenant(None)
-            except serializers.ValidationError as exc:
-                raise serializers.ValidationError({"tenant": exc.detail}) from None
-        return attrs
-
-    def create(self, validated_data: dict[str, Any]) -> Any:
-        tenant = validated_data.pop("tenant")
-        model = self.Meta.model  # type: ignore[attr-defined]
-        return catalog_services.catalog_entry_create(model=model, tenant=tenant, fields=validated_data)
-
-    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
-        validated_data.pop("tenant", None)
-        return catalog_services.catalog_entry_update(entry=instance, changes=validated_data)
-
-
-ENTRY_FIELDS = ["id", "tenant", "name", "title", "description", "icons", "tags", "enabled"]
-BACKEND_FIELDS = ["backend_kind", "backend_config", "timeout_seconds"]
-TAIL_FIELDS = ["version", "mcp", "created_at", "updated_at"]
 
 
 class ResourceSerializer(CatalogEntrySerializer):

@@ -4,7 +4,6 @@ see every one; others their tenants' private ones (another tenant's answer 404).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from django.db.models import QuerySet
@@ -16,9 +15,10 @@ from api.access import require_role
 from api.v1.serializers.resources import PromptSerializer, ResourceSerializer, ResourceTemplateSerializer
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, query_str
-from tenants.scope import Role, TenantScope
+from tenants.scope import Role
 from tools_app.catalog import services as catalog_services
-from tools_app.catalog.selectors import prompts_in, resource_templates_in, resources_in
+from tools_app.catalog.models import CatalogEntry, Prompt, Resource, ResourceTemplate
+from tools_app.catalog.selectors import entries_in
 
 
 class _CatalogEntryViewSet(
@@ -30,16 +30,14 @@ class _CatalogEntryViewSet(
     ScopedViewSet,
 ):
     action_roles = WRITE_ROLES
+    model: type[CatalogEntry]
     key = "name"  # the exact-match list filter
-    selector: Callable[..., QuerySet[Any]]
 
     def get_queryset(self) -> QuerySet[Any]:
-        select = type(self).selector
         if self.action != "list":
-            return select(self.scope)
-        return select(
-            self.scope, tenant_slug=query_str(self.request, "tenant"), **{self.key: query_str(self.request, self.key)}
-        )
+            return entries_in(self.model, self.scope)
+        filters = {"tenant_slug": query_str(self.request, "tenant"), self.key: query_str(self.request, self.key)}
+        return entries_in(self.model, self.scope, **filters)
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         tenant = serializer.validated_data.get("tenant")
@@ -60,24 +58,20 @@ def _listing(what: str, key: str) -> Any:
     )
 
 
-def _resources(scope: TenantScope, **filters: Any) -> QuerySet[Any]:
-    return resources_in(scope, **filters)
-
-
 @_listing("resource", "uri")
 class ResourceViewSet(_CatalogEntryViewSet):
     serializer_class = ResourceSerializer
-    selector = staticmethod(_resources)
+    model = Resource
     key = "uri"
 
 
 @_listing("resource template", "name")
 class ResourceTemplateViewSet(_CatalogEntryViewSet):
     serializer_class = ResourceTemplateSerializer
-    selector = staticmethod(resource_templates_in)
+    model = ResourceTemplate
 
 
 @_listing("prompt", "name")
 class PromptViewSet(_CatalogEntryViewSet):
     serializer_class = PromptSerializer
-    selector = staticmethod(prompts_in)
+    model = Prompt

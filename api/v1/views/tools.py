@@ -22,10 +22,9 @@ from api.v1.serializers.tools import (
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, bool_param, query_bool, query_str
 from tenants.scope import Role
-from tools_app.catalog import services as tool_services
+from tools_app.catalog import services as catalog_services
 from tools_app.catalog.models import Tool
-from tools_app.catalog.selectors import tools_in
-from tools_app.catalog.spec import ToolSpec
+from tools_app.catalog.selectors import entries_in
 from tools_app.runs.trial_calls import tool_test_call
 
 CATALOGS = {"platform": True, "private": False}  # ?catalog= → platform tools or not
@@ -65,15 +64,16 @@ class ToolViewSet(
 
     def get_queryset(self) -> QuerySet[Tool]:
         if self.action != "list":
-            return tools_in(self.scope)
+            return entries_in(Tool, self.scope)
         tenant_slug = query_str(self.request, "tenant")
         catalog = query_str(self.request, "catalog")
         if catalog is not None and catalog not in CATALOGS:
             raise ValidationError({"catalog": ["Use platform or private."]})
-        return tools_in(
+        return entries_in(
+            Tool,
             self.scope,
             tenant_slug=tenant_slug,
-            platform_catalog=None if catalog is None else CATALOGS[catalog],
+            tenant__isnull=None if catalog is None else CATALOGS[catalog],
             name=query_str(self.request, "name"),
             enabled=query_bool(self.request, "enabled"),
         )
@@ -88,18 +88,18 @@ class ToolViewSet(
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
         if not self.scope.platform:
-            tool_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
+            catalog_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
         serializer.save()
 
     def perform_destroy(self, instance: Tool) -> None:
         if not self.scope.platform:
-            tool_services.tool_check_platform_rules(tool=instance)
-        tool_services.tool_delete(tool=instance)
+            catalog_services.tool_check_platform_rules(tool=instance)
+        catalog_services.catalog_entry_delete(entry=instance)
 
     def _dry_run(self, serializer: ToolSerializer) -> Response:
-        tool = serializer.unsaved_tool()
-        tool_services.tool_check(tool)
-        return Response(ToolValidationSerializer({"valid": True, "mcp": ToolSpec.from_model(tool).wire}).data)
+        tool = serializer.unsaved_entry()
+        catalog_services.catalog_entry_check(tool)
+        return Response(ToolValidationSerializer({"valid": True, "mcp": serializer.get_mcp(tool)}).data)
 
     @extend_schema(
         operation_id="tools_validate_new",
@@ -126,7 +126,7 @@ class ToolViewSet(
         serializer = self.get_serializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
         if not self.scope.platform:
-            tool_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
+            catalog_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
         return self._dry_run(serializer)
 
     @extend_schema(

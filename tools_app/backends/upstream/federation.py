@@ -39,7 +39,7 @@ from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import SecretUnavailable, unseal
 from tools_app.catalog.models import TOOL_NAME_PATTERN, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.schemas import SchemaProblem, check_object_schema
-from tools_app.catalog.services import catalog_entry_check
+from tools_app.catalog.services import catalog_entry_save
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
 from tools_app.catalog.validation import check_icons
 
@@ -238,9 +238,7 @@ def _new_tool(upstream: UpstreamServer, upstream_name: str, name: str, fields: d
         timeout_seconds=upstream.timeout_seconds,
         **fields,
     )
-    tool.full_clean()
-    tool.save()
-    return tool
+    return catalog_entry_save(entry=tool)
 
 
 def _name_taken(upstream: UpstreamServer, name: str, exclude: int | None = None) -> bool:
@@ -374,11 +372,10 @@ class Mirror:
 
     def _save(self, row: Any, key: str, report: RefreshReport, *, new: bool = False, restored: bool = False) -> None:
         try:
-            catalog_entry_check(row)
+            catalog_entry_save(entry=row)
         except ValidationError as exc:
             report.notes.append(f"{self.label} {key!r} was not imported: {'; '.join(exc.messages)}")
             return
-        row.save()
         (report.added if new else report.restored if restored else report.updated).append(f"{self.label} {key}")
 
 
@@ -440,8 +437,7 @@ def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> Refre
         elif changed:
             report.updated.append(tool.name)
         if changed or restored:
-            tool.full_clean()
-            tool.save()
+            catalog_entry_save(entry=tool)
     for upstream_name, definition in definitions.items():
         if upstream_name in published:
             continue
@@ -539,7 +535,6 @@ def upstream_publish(*, upstream: UpstreamServer, choices: dict[str, str | None]
             report.added.append(name)
         elif tool.name != name:
             tool.name = name
-            tool.full_clean()
-            tool.save()
+            catalog_entry_save(entry=tool)
             report.updated.append(name)
     return report

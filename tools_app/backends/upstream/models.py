@@ -7,10 +7,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
-from django.db.models import Q
 
 from tenants.models import Tenant
 from tools_app.backends.models import NAME_VALIDATOR, BackendSecret, named
+from tools_app.catalog.models import unique_per_catalog
 from tools_app.catalog.validation import check_string_list
 
 
@@ -76,12 +76,7 @@ class UpstreamServer(models.Model):
 
     class Meta:
         ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["name"], condition=Q(tenant__isnull=True), name="upstreamserver_unique_platform_name"
-            ),
-            models.UniqueConstraint(fields=["tenant", "name"], name="upstreamserver_unique_tenant_name"),
-        ]
+        constraints = unique_per_catalog("name")
 
     def __str__(self) -> str:
         return named(self)
