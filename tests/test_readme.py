@@ -74,6 +74,9 @@ def test_every_snippet_is_run() -> None:
     assert {name for name in MARKERS if any(MARKERS[name] in text for text in SNIPPETS)} == set(MARKERS)
 
 
+CONFORMANCE_GREET_ASIDE = "greet-conformance-aside"
+
+
 class ReadmeSite:
     def __init__(self, server: LiveServer, key: str) -> None:
         self.server = server
@@ -98,6 +101,10 @@ def site(
     with django_db_blocker.unblock():
         call_command("seed_demo", stdout=io.StringIO())
         key, raw_key = api_key_create(tenant=Tenant.objects.get(slug="demo"), name="readme")
+        # The conformance pack (seeded when the live MCP tests ran first in this database) has a
+        # platform tool named "greet" too; the README's steps need the name free, so that row
+        # steps aside for this module (a plain UPDATE: no version bump, nothing published).
+        aside = Tool.objects.filter(name="greet", tenant=None).update(name=CONFORMANCE_GREET_ASIDE)
     path = os.pathsep.join(filter(None, [str(tmp), os.environ.get("PYTHONPATH")]))
     # The default page size: the README's client reads one page of tools/list.
     env = {"TOOLBAY_HANDLER_MODULES": "acme_tools", "PYTHONPATH": path, "MCP_PAGE_SIZE": "100"}
@@ -110,6 +117,8 @@ def site(
         with django_db_blocker.unblock():
             AccessRule.objects.filter(tool__name="greet", tool__tenant=None).delete()
             Tool.objects.filter(name="greet", tenant=None).delete()
+            if aside:
+                Tool.objects.filter(name=CONFORMANCE_GREET_ASIDE, tenant=None).update(name="greet")
             ApiKey.objects.filter(pk=key.pk).delete()
 
 
@@ -142,7 +151,8 @@ def register_greet_in_the_admin(django_db_blocker: Any) -> None:
             "timeout_seconds": "30",
             "confirmation": "destructive",
         }
-        assert admin.post(reverse("admin:tools_app_tool_add"), tool).status_code == 302
+        response = admin.post(reverse("admin:tools_app_tool_add"), tool)
+        assert response.status_code == 302, response.context["adminform"].form.errors
         greet = Tool.objects.get(name="greet", tenant=None)
         rule = {"effect": "allow", "tool": greet.pk, "tool_pattern": "", "tenant": Tenant.objects.get(slug="demo").pk}
         rule |= {"owner": "", "scopes": "", "enabled": "on", "note": "README: your first tool"}
