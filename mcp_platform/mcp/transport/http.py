@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -34,7 +35,7 @@ from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.drain import Drain
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
-from mcp_platform.mcp.transport.post_stream import PostStream
+from mcp_platform.mcp.transport.post_stream import PostStream, StreamOptions
 from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import (
     STREAM_LOCK_SECONDS,
@@ -118,13 +119,15 @@ class StreamableHttp:
         self.engine = engine
         self.watch = ProducerWatch(liveness, events, engine.host.recover_run)
         self.drain = Drain(events)
+        # One kind of answer stream for both revisions, with each revision's rules.
+        self._streams = StreamOptions(
+            events, self.watch, self.drain, config.keepalive_seconds, resumable=True, cancel_on_disconnect=False
+        )
         self.stateless = StatelessHttp(
             stateless,
-            events,
-            keepalive_seconds=config.keepalive_seconds,
+            dataclasses.replace(self._streams, resumable=False, cancel_on_disconnect=True),
             register_listener=self._register_listener,
             authorize=self._authorize,
-            watch=self.watch,
         )
         self.events = events
         self.config = config
@@ -320,7 +323,7 @@ class StreamableHttp:
             stream = self._post_stream(session, receive, responder, [message])
             try:
                 # A client that goes away does not cancel the call: its result is stored for resumption.
-                await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+                await stream.finish(await self.engine.handle(identity, message, session, stream))
             except Exception as exc:
                 raise RequestFailed(message.id) from exc
             finally:
@@ -333,11 +336,9 @@ class StreamableHttp:
         return PostStream(
             responder,
             receive,
-            self.events,
-            session,
-            self.config.keepalive_seconds,
-            self.watch,
-            self.drain,
+            self._streams,
+            session.id,
+            session.protocol_version,
             request_ids=tuple(m.id for m in requests),
             tool_call=all(m.method == "tools/call" for m in requests),
         )
@@ -426,7 +427,7 @@ class StreamableHttp:
 
         async def handle(message: Message) -> dict[str, Any] | Relayed | None:
             async with turns:
-                return await self.engine.handle_request(session, identity, message, stream)
+                return await self.engine.handle(identity, message, session, stream)
 
         try:
             answers = await asyncio.gather(*(handle(m) for m in requests))
@@ -494,12 +495,8 @@ class StreamableHttp:
                 if event.data:
                     await responder.write(sse.event(event.data, event_id=event.event_id))
 
-        async def beat() -> None:
-            while responder.open:
-                await asyncio.sleep(self.config.keepalive_seconds)
-                await responder.write(sse.KEEPALIVE)
-
-        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), watch_disconnect(receive, responder))]
+        beat = sse.keep_alive(responder, self.config.keepalive_seconds)
+        tasks = [asyncio.ensure_future(c) for c in (pump(), beat, watch_disconnect(receive, responder))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -1,6 +1,11 @@
-"""Server-Sent Events framing."""
+"""Server-Sent Events framing, and the keep-alive of a stream that the request's own
+coroutine writes (streams the hub holds get theirs from the hub's tick)."""
 
 from __future__ import annotations
+
+import asyncio
+
+from mcp_platform.mcp.transport.responder import Responder
 
 KEEPALIVE = b": keepalive\n\n"
 
@@ -22,3 +27,11 @@ def event(data: bytes, *, event_id: str | None = None, retry_ms: int | None = No
         parts.append(b"event: message")
     parts.append(b"data: " + data)
     return b"\n".join(parts) + b"\n\n"
+
+
+async def keep_alive(responder: Responder, interval: float) -> None:
+    """A comment every ``interval`` seconds while the response is open, so that proxies and
+    clients do not take a quiet stream for a dead one."""
+    while responder.open:
+        await asyncio.sleep(interval)
+        await responder.write(KEEPALIVE)

@@ -1,0 +1,205 @@
+"""What both revisions' engines share: the method table and its error funnel, the methods
+that read the same on both, running a call under its link, and the task id.
+
+Two revisions are two front doors onto the same rooms. The handshake-era engine
+(``engine.py``) knows its client from the session, the 2026-07-28 engine
+(``stateless.py``) from each request's envelope; both are a ``Client`` here, and a handler
+takes the caller's identity, the request, its client and the stream where request-related
+messages go. A revision module holds only what the revision changes: how a result and an
+error are shaped, how a handler asks its client, and its own methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from mcp_platform.mcp import jsonrpc
+from mcp_platform.mcp.calls import CallLink, MissingClientCapability, Relayed, Stream, missing_capability
+from mcp_platform.mcp.cursor import CursorCodec
+from mcp_platform.mcp.features import CAPABILITIES, completion, prompts, resources
+from mcp_platform.mcp.features.paging import Pager
+from mcp_platform.mcp.host import Identity, Requester, ToolHost
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Message
+from mcp_platform.mcp.links import LinkRuntime
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class Client(Protocol):
+    """What a request says about its client: the session's handshake, or the envelope."""
+
+    @property
+    def protocol_version(self) -> str: ...
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]: ...
+
+    @property
+    def client_info(self) -> dict[str, Any]: ...
+
+    @property
+    def log_level(self) -> str: ...
+
+
+ClientT = TypeVar("ClientT", bound=Client)
+# How the revision answers an error: a JSON-RPC error message, or the error itself for a
+# transport that also needs its HTTP status.
+ErrorT = TypeVar("ErrorT")
+Handler = Callable[[Identity, Message, ClientT, Stream], Awaitable[Any]]
+# What a handler that may ask its client runs, given the link to ask through.
+Asking = Callable[[CallLink], Awaitable[dict[str, Any]]]
+
+
+async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] | None:
+    """Run a call as the one ``link`` follows (a cancellation interrupts it); the finished
+    call, or None when the client cancelled it here (no answer is due then)."""
+    call = asyncio.ensure_future(run)
+    link.watch(call)
+    try:
+        await asyncio.wait({call})
+    finally:
+        link.close()
+    if link.cancelled.is_set() and link.on_cancel is None:
+        return None
+    return call
+
+
+class Spine(Generic[ClientT, ErrorT]):
+    def __init__(
+        self,
+        *,
+        host: ToolHost[Any],
+        cursors: CursorCodec,
+        page_size: int,
+        is_unavailable: Callable[[BaseException], bool],
+    ) -> None:
+        """``is_unavailable``: whether an exception means Redis or the database did not
+        answer: such a request is not an internal error but the transport's 503."""
+        self.host = host
+        self.cursors = cursors
+        self.pager = Pager(cursors, page_size)
+        self._is_unavailable = is_unavailable
+        self._methods: dict[str, Handler[ClientT]] = {
+            "tools/list": self._tools_list,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._templates_list,
+            "resources/read": self._resources_read,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "completion/complete": self._complete,
+        }
+
+    def knows(self, method: str) -> bool:
+        return method in self._methods
+
+    async def handle(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any] | ErrorT | Relayed | None:
+        """The answer to a request, as the revision shapes it (``_result``, ``_error``); None
+        when the request was cancelled (no answer then), or Relayed when another process
+        wrote the answer to the stream's log."""
+        handler = self._methods.get(message.method)
+        try:
+            if handler is None:
+                raise self._unknown_method(message.method)
+            result = await handler(identity, message, client, stream)
+        except JsonRpcError as exc:
+            return self._error(message, exc)
+        except MissingClientCapability as exc:
+            return self._error(message, missing_capability(exc.capability))
+        except Exception as exc:
+            if self._is_unavailable(exc):
+                raise
+            log.exception("internal error handling %s", message.method)
+            return self._error(message, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
+        if result is None or isinstance(result, Relayed):
+            return result
+        return self._result(message, result)
+
+    # --- what a revision changes -------------------------------------------------------
+
+    def _unknown_method(self, method: str) -> JsonRpcError:
+        raise NotImplementedError
+
+    def _error(self, message: Message, error: JsonRpcError) -> ErrorT:
+        raise NotImplementedError
+
+    def _result(self, message: Message, result: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def _asking(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream, run: Asking
+    ) -> dict[str, Any] | None:
+        """Run a request whose handler may ask the client (``run`` gets the link to ask
+        through); its result, or None when there is no answer to give."""
+        raise NotImplementedError
+
+    def _requester(self, client: ClientT, link: CallLink) -> Requester:
+        return Requester(client_info=client.client_info, protocol_version=client.protocol_version, link=link)
+
+    def capabilities(self) -> dict[str, Any]:
+        """What the server offers on both revisions (each adds its way of doing tasks)."""
+        return {"tools": {"listChanged": True}, **CAPABILITIES, "logging": {}}
+
+    # --- methods -----------------------------------------------------------------------
+
+    async def _call_tool(
+        self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink
+    ) -> dict[str, Any]:
+        """The tool's result (a worker's Relayed, or a task's CreateTaskResult when the host
+        made the call one), or -32602 for a tool the caller may not use."""
+        result = await self.host.call_tool(identity, name, arguments, link)
+        if result is None:
+            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        return result
+
+    def _task_id(self, message: Message, client: ClientT) -> str:
+        task_id = message.params.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise JsonRpcError(INVALID_PARAMS, "params.taskId (a string) is required")
+        return task_id
+
+    async def _tools_list(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any]:
+        listed = await self.host.list_tools(identity)
+        return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
+
+    async def _resources_list(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any]:
+        return await resources.list_resources(self.host, identity, message.params, self.pager)
+
+    async def _templates_list(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any]:
+        return await resources.list_templates(self.host, identity, message.params, self.pager)
+
+    async def _resources_read(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any] | None:
+        async def read(link: CallLink) -> dict[str, Any]:
+            return await resources.read(self.host, identity, message.params, self._requester(client, link))
+
+        return await self._asking(identity, message, client, stream, read)
+
+    async def _prompts_list(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any]:
+        return await prompts.list_prompts(self.host, identity, message.params, self.pager)
+
+    async def _prompts_get(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream
+    ) -> dict[str, Any] | None:
+        async def get(link: CallLink) -> dict[str, Any]:
+            return await prompts.get(self.host, identity, message.params, self._requester(client, link))
+
+        return await self._asking(identity, message, client, stream, get)
+
+    async def _complete(self, identity: Identity, message: Message, client: ClientT, stream: Stream) -> dict[str, Any]:
+        return await completion.complete(self.host, identity, message.params)
