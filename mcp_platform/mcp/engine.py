@@ -9,7 +9,7 @@ with its ``task`` parameter and the 2025-11-25 tasks.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -23,7 +23,8 @@ from mcp_platform.mcp.host import Identity, Requester, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
 from mcp_platform.mcp.links import StreamCallLink
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
-from mcp_platform.mcp.spine import Asking, Spine, run_under
+from mcp_platform.mcp.shapes import CallToolResult, Task
+from mcp_platform.mcp.spine import Asking, Spine, SpineConfig, run_under
 from mcp_platform.mcp.versions import negotiate
 from mcp_platform.redis_batch import CommandBatch
 
@@ -33,15 +34,9 @@ class EngineLayer(Layer, Protocol):
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    server_name: str
-    server_version: str
-    page_size: int
+class EngineConfig(SpineConfig):
+    # How long a server→client request (elicitation, sampling) waits for the client.
     client_request_timeout: float
-    cancel_grace: float
-    # Whether an exception means Redis or the database did not answer: such a request is
-    # not an internal error but the transport's 503 with Retry-After.
-    is_unavailable: Callable[[BaseException], bool]
 
 
 class SessionSubscriptions:
@@ -72,7 +67,7 @@ class Engine(Spine[Session, dict[str, Any]]):
         cursors: CursorCodec,
         config: EngineConfig,
     ) -> None:
-        super().__init__(host=host, cursors=cursors, page_size=config.page_size, is_unavailable=config.is_unavailable)
+        super().__init__(host=host, cursors=cursors, config=config)
         self.sessions = sessions
         self.redis = redis
         self.batch = batch
@@ -114,7 +109,7 @@ class Engine(Spine[Session, dict[str, Any]]):
                 **self.capabilities(),
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
             },
-            "serverInfo": {"name": self.config.server_name, "version": self.config.server_version},
+            "serverInfo": self.server_info,
         }
         return session, jsonrpc.result(message.id, result)
 
@@ -135,7 +130,7 @@ class Engine(Spine[Session, dict[str, Any]]):
 
     async def _asking(
         self, identity: Identity, message: Message, session: Session, stream: Stream, run: Asking
-    ) -> dict[str, Any]:
+    ) -> Mapping[str, Any] | Relayed:
         """A read or a prompt asks its client on the request's stream, as a tool call does."""
         link = self.call_link(session, message, stream)
         try:
@@ -194,7 +189,7 @@ class Engine(Spine[Session, dict[str, Any]]):
 
     async def _tools_call(
         self, identity: Identity, message: Message, session: Session, stream: Stream
-    ) -> dict[str, Any] | Relayed | None:
+    ) -> Mapping[str, Any] | Relayed | None:
         params = message.params
         name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
@@ -249,9 +244,7 @@ class Engine(Spine[Session, dict[str, Any]]):
 
     # --- tasks (2025-11-25, experimental) ----------------------------------------------
 
-    async def _tasks_get(
-        self, identity: Identity, message: Message, session: Session, stream: Stream
-    ) -> dict[str, Any]:
+    async def _tasks_get(self, identity: Identity, message: Message, session: Session, stream: Stream) -> Task:
         task = await self.host.get_task(identity, self._task_id(message, session))
         if task is None:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
@@ -259,12 +252,10 @@ class Engine(Spine[Session, dict[str, Any]]):
 
     async def _tasks_result(
         self, identity: Identity, message: Message, session: Session, stream: Stream
-    ) -> dict[str, Any]:
+    ) -> CallToolResult:
         return await self.host.task_result(identity, self._task_id(message, session))
 
-    async def _tasks_cancel(
-        self, identity: Identity, message: Message, session: Session, stream: Stream
-    ) -> dict[str, Any]:
+    async def _tasks_cancel(self, identity: Identity, message: Message, session: Session, stream: Stream) -> Task:
         return await self.host.cancel_task(identity, self._task_id(message, session))
 
     async def _tasks_list(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from mcp_platform.mcp import jsonrpc
@@ -24,6 +25,7 @@ from mcp_platform.mcp.features.paging import Pager
 from mcp_platform.mcp.host import Identity, Requester, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, JsonRpcError, Message
 from mcp_platform.mcp.links import LinkRuntime
+from mcp_platform.mcp.shapes import CallToolResult, DetailedTask
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ ClientT = TypeVar("ClientT", bound=Client)
 ErrorT = TypeVar("ErrorT")
 Handler = Callable[[Identity, Message, ClientT, Stream], Awaitable[Any]]
 # What a handler that may ask its client runs, given the link to ask through.
-Asking = Callable[[CallLink], Awaitable[dict[str, Any]]]
+Asking = Callable[[CallLink], Awaitable[Mapping[str, Any] | Relayed]]
 
 
 async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] | None:
@@ -69,21 +71,24 @@ async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] |
     return call
 
 
+@dataclass(frozen=True)
+class SpineConfig:
+    server_name: str
+    server_version: str
+    page_size: int
+    cancel_grace: float
+    # Whether an exception means Redis or the database did not answer: such a request is
+    # not an internal error but the transport's 503 with Retry-After.
+    is_unavailable: Callable[[BaseException], bool]
+
+
 class Spine(Generic[ClientT, ErrorT]):
-    def __init__(
-        self,
-        *,
-        host: ToolHost[Any],
-        cursors: CursorCodec,
-        page_size: int,
-        is_unavailable: Callable[[BaseException], bool],
-    ) -> None:
-        """``is_unavailable``: whether an exception means Redis or the database did not
-        answer: such a request is not an internal error but the transport's 503."""
+    def __init__(self, *, host: ToolHost[Any], cursors: CursorCodec, config: SpineConfig) -> None:
         self.host = host
         self.cursors = cursors
-        self.pager = Pager(cursors, page_size)
-        self._is_unavailable = is_unavailable
+        self.pager = Pager(cursors, config.page_size)
+        self.server_info = {"name": config.server_name, "version": config.server_version}
+        self._is_unavailable = config.is_unavailable
         self._methods: dict[str, Handler[ClientT]] = {
             "tools/list": self._tools_list,
             "resources/list": self._resources_list,
@@ -134,7 +139,7 @@ class Spine(Generic[ClientT, ErrorT]):
 
     async def _asking(
         self, identity: Identity, message: Message, client: ClientT, stream: Stream, run: Asking
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | Relayed | None:
         """Run a request whose handler may ask the client (``run`` gets the link to ask
         through); its result, or None when there is no answer to give."""
         raise NotImplementedError
@@ -150,9 +155,9 @@ class Spine(Generic[ClientT, ErrorT]):
 
     async def _call_tool(
         self, identity: Identity, name: str, arguments: dict[str, Any], link: CallLink
-    ) -> dict[str, Any]:
-        """The tool's result (a worker's Relayed, or a task's CreateTaskResult when the host
-        made the call one), or -32602 for a tool the caller may not use."""
+    ) -> CallToolResult | DetailedTask | Relayed:
+        """The tool's result (a worker's Relayed, or the task when the host made the call
+        one), or -32602 for a tool the caller may not use."""
         result = await self.host.call_tool(identity, name, arguments, link)
         if result is None:
             raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
@@ -182,7 +187,7 @@ class Spine(Generic[ClientT, ErrorT]):
 
     async def _resources_read(
         self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | Relayed | None:
         async def read(link: CallLink) -> dict[str, Any]:
             return await resources.read(self.host, identity, message.params, self._requester(client, link))
 
@@ -195,7 +200,7 @@ class Spine(Generic[ClientT, ErrorT]):
 
     async def _prompts_get(
         self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | Relayed | None:
         async def get(link: CallLink) -> dict[str, Any]:
             return await prompts.get(self.host, identity, message.params, self._requester(client, link))
 

@@ -12,7 +12,7 @@ client's retry runs the handler again with the answers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,8 @@ from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcEr
 from mcp_platform.mcp.links import LinkRuntime
 from mcp_platform.mcp.request_state import RequestStateCodec
 from mcp_platform.mcp.rounds import InputRound
-from mcp_platform.mcp.spine import Asking, Spine, run_under
+from mcp_platform.mcp.shapes import CallToolResult, DetailedTask
+from mcp_platform.mcp.spine import Asking, Spine, SpineConfig, run_under
 from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
@@ -77,16 +78,10 @@ class Envelope:
 
 
 @dataclass(frozen=True)
-class StatelessConfig:
-    server_name: str
-    server_version: str
-    page_size: int
-    cancel_grace: float
+class StatelessConfig(SpineConfig):
     # How long a client may keep a list (ttlMs); change notifications on listen streams
     # invalidate it sooner.
     cache_ttl_ms: int
-    # As EngineConfig.is_unavailable: Redis or the database missing is a 503, not a -32603.
-    is_unavailable: Callable[[BaseException], bool]
 
 
 class StatelessEngine(Spine[Envelope, JsonRpcError]):
@@ -100,10 +95,9 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
         request_states: RequestStateCodec,
         config: StatelessConfig,
     ) -> None:
-        super().__init__(host=host, cursors=cursors, page_size=config.page_size, is_unavailable=config.is_unavailable)
+        super().__init__(host=host, cursors=cursors, config=config)
         self.request_states = request_states
         self.config = config
-        self.server_info = {"name": config.server_name, "version": config.server_version}
         self._methods.update(
             {
                 "server/discover": self._discover,
@@ -150,7 +144,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
 
     async def _asking(
         self, identity: Identity, message: Message, envelope: Envelope, stream: Stream, run: Asking
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | None:
         return await self.multi_round(identity, message, envelope, stream, run)
 
     # --- methods -----------------------------------------------------------------------
@@ -162,7 +156,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
 
     async def _tools_call(
         self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | None:
         params = message.params
         name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
@@ -170,7 +164,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
         if support == "required" and not tasks:
             raise missing_capability(TASKS_EXTENSION)
 
-        async def call(link: CallLink) -> dict[str, Any]:
+        async def call(link: CallLink) -> CallToolResult | DetailedTask | Relayed:
             return await self._call_tool(identity, name, arguments, link)
 
         # A legacy `task` param means nothing here: the server decides, for clients with tasks.
@@ -187,7 +181,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
         run: Asking,
         *,
         may_become_task: bool = False,
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | None:
         """Run one round of a request that may ask its client (tools/call, prompts/get,
         resources/read): ``run`` gets the link its handler talks through, with the answers
         of earlier rounds. Its result; ``input_required`` when the handler asked for more;
@@ -210,7 +204,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
         if call is None:
             return None
         try:
-            result: dict[str, Any] | Relayed = call.result()
+            result = call.result()
         except InputRequired:
             return self._input_required(identity, message, input_round.answers, input_round.pending)
         if isinstance(result, Relayed):
@@ -244,7 +238,7 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
 
     async def _tasks_get(
         self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
-    ) -> dict[str, Any]:
+    ) -> DetailedTask:
         task = await self.host.detailed_task(identity, self._task_id(message, envelope))
         if task is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)

@@ -111,11 +111,11 @@ class ListenStream:
                     await task
             await self._responder.end()
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         async with self._send_lock:
             await self._write(method, params)
 
-    async def _write(self, method: str, params: dict[str, Any]) -> None:
+    async def _write(self, method: str, params: Mapping[str, Any]) -> None:
         meta = {**(params.get("_meta") or {}), SUBSCRIPTION_ID_META_KEY: self.subscription_id}
         await self._responder.write(sse.event(jsonrpc.dumps(jsonrpc.notification(method, {**params, "_meta": meta}))))
 
@@ -168,11 +168,4 @@ class ListenStream:
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick: a comment, in order with the notifications."""
-        if self._responder.open:
-            beat = asyncio.ensure_future(self._write_keepalive())
-            self._beats.add(beat)
-            beat.add_done_callback(self._beats.discard)
-
-    async def _write_keepalive(self) -> None:
-        async with self._send_lock:
-            await self._responder.write(sse.KEEPALIVE)
+        sse.keep_alive_soon(self._responder, self._send_lock, self._beats)

@@ -1,9 +1,10 @@
-"""Server-Sent Events framing, and the keep-alive of a stream that the request's own
-coroutine writes (streams the hub holds get theirs from the hub's tick)."""
+"""Server-Sent Events framing, and keep-alives: the loop of a stream that its request's
+own coroutine serves, and the tick of a stream the hub holds (one timer per process)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from mcp_platform.mcp.transport.responder import Responder
 
@@ -35,3 +36,26 @@ async def keep_alive(responder: Responder, interval: float) -> None:
     while responder.open:
         await asyncio.sleep(interval)
         await responder.write(KEEPALIVE)
+
+
+def keep_alive_soon(
+    responder: Responder,
+    lock: asyncio.Lock,
+    beats: set[asyncio.Task[None]],
+    then: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """The hub's keep-alive tick for a stream it holds: a comment, in order with the
+    stream's other messages (``lock``), written by a short task kept in ``beats`` (which
+    the stream cancels when it ends); ``then`` runs after the write."""
+    if not responder.open:
+        return
+    beat = asyncio.ensure_future(_beat(responder, lock, then))
+    beats.add(beat)
+    beat.add_done_callback(beats.discard)
+
+
+async def _beat(responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None) -> None:
+    async with lock:
+        await responder.write(KEEPALIVE)
+    if then is not None:
+        await then()

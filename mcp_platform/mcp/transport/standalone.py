@@ -207,15 +207,10 @@ class StandaloneStream:
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
     def keep_alive(self) -> None:
-        if not self._responder.open:
-            return
-        beat = asyncio.ensure_future(self._keep_alive())
-        self._beats.add(beat)
-        beat.add_done_callback(self._beats.discard)
+        """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
+        sse.keep_alive_soon(self._responder, self._send_lock, self._beats, self._renew_lock)
 
-    async def _keep_alive(self) -> None:
-        async with self._send_lock:
-            await self._responder.write(sse.KEEPALIVE)
+    async def _renew_lock(self) -> None:
         await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
 
 
