@@ -113,8 +113,6 @@ class Engine(Spine[Session, dict[str, Any]]):
         }
         return session, jsonrpc.result(message.id, result)
 
-    # --- inbound messages --------------------------------------------------------------
-
     # --- how this revision shapes answers -------------------------------------------
 
     def _unknown_method(self, method: str) -> JsonRpcError:

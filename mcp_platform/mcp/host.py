@@ -89,9 +89,6 @@ class ToolHost(Protocol[IdentityT]):
         """The identity as it stands now (scopes may have changed); None once it is no longer
         valid (key revoked or expired, tenant deactivated)."""
 
-    async def visible_digest(self, identity: IdentityT) -> str:
-        """A fingerprint of the caller's visible tool list; it changes exactly when the list does."""
-
     async def header_params(self, identity: IdentityT, name: str) -> list[tuple[str, tuple[str, ...]]]:
         """The arguments of a tool the caller may use that clients mirror in ``Mcp-Param-<Name>``
         headers (``x-mcp-header`` in its input schema): (Name, path of property names).

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -53,6 +54,10 @@ ClientT = TypeVar("ClientT", bound=Client)
 # transport that also needs its HTTP status.
 ErrorT = TypeVar("ErrorT")
 Handler = Callable[[Identity, Message, ClientT, Stream], Awaitable[Any]]
+# A paged list of the features (resources, templates, prompts).
+Listing = Callable[[ToolHost[Any], Identity, dict[str, Any], Pager], Awaitable[dict[str, Any]]]
+# A feature request that may ask the client (resources/read, prompts/get).
+Answering = Callable[[ToolHost[Any], Identity, dict[str, Any], Requester], Awaitable[dict[str, Any]]]
 # What a handler that may ask its client runs, given the link to ask through.
 Asking = Callable[[CallLink], Awaitable[Mapping[str, Any] | Relayed]]
 
@@ -82,7 +87,13 @@ class SpineConfig:
     is_unavailable: Callable[[BaseException], bool]
 
 
-class Spine(Generic[ClientT, ErrorT]):
+class Spine(ABC, Generic[ClientT, ErrorT]):
+    """An engine: the methods both revisions answer alike, dispatched through one funnel.
+
+    A revision's engine adds its own methods to ``_methods`` and says what it changes
+    (the abstract methods); a method added here is served on both revisions.
+    """
+
     def __init__(self, *, host: ToolHost[Any], cursors: CursorCodec, config: SpineConfig) -> None:
         self.host = host
         self.cursors = cursors
@@ -91,16 +102,13 @@ class Spine(Generic[ClientT, ErrorT]):
         self._is_unavailable = config.is_unavailable
         self._methods: dict[str, Handler[ClientT]] = {
             "tools/list": self._tools_list,
-            "resources/list": self._resources_list,
-            "resources/templates/list": self._templates_list,
-            "resources/read": self._resources_read,
-            "prompts/list": self._prompts_list,
-            "prompts/get": self._prompts_get,
+            "resources/list": self._listing(resources.list_resources),
+            "resources/templates/list": self._listing(resources.list_templates),
+            "resources/read": self._asking_for(resources.read),
+            "prompts/list": self._listing(prompts.list_prompts),
+            "prompts/get": self._asking_for(prompts.get),
             "completion/complete": self._complete,
         }
-
-    def knows(self, method: str) -> bool:
-        return method in self._methods
 
     async def handle(
         self, identity: Identity, message: Message, client: ClientT, stream: Stream
@@ -128,21 +136,21 @@ class Spine(Generic[ClientT, ErrorT]):
 
     # --- what a revision changes -------------------------------------------------------
 
-    def _unknown_method(self, method: str) -> JsonRpcError:
-        raise NotImplementedError
+    @abstractmethod
+    def _unknown_method(self, method: str) -> JsonRpcError: ...
 
-    def _error(self, message: Message, error: JsonRpcError) -> ErrorT:
-        raise NotImplementedError
+    @abstractmethod
+    def _error(self, message: Message, error: JsonRpcError) -> ErrorT: ...
 
-    def _result(self, message: Message, result: dict[str, Any]) -> dict[str, Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def _result(self, message: Message, result: dict[str, Any]) -> dict[str, Any]: ...
 
+    @abstractmethod
     async def _asking(
         self, identity: Identity, message: Message, client: ClientT, stream: Stream, run: Asking
     ) -> Mapping[str, Any] | Relayed | None:
         """Run a request whose handler may ask the client (``run`` gets the link to ask
         through); its result, or None when there is no answer to give."""
-        raise NotImplementedError
 
     def _requester(self, client: ClientT, link: CallLink) -> Requester:
         return Requester(client_info=client.client_info, protocol_version=client.protocol_version, link=link)
@@ -175,36 +183,27 @@ class Spine(Generic[ClientT, ErrorT]):
         listed = await self.host.list_tools(identity)
         return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
 
-    async def _resources_list(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> dict[str, Any]:
-        return await resources.list_resources(self.host, identity, message.params, self.pager)
+    def _listing(self, list_page: Listing) -> Handler[ClientT]:
+        """The method of a paged list of ``mcp_platform.mcp.features``."""
 
-    async def _templates_list(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> dict[str, Any]:
-        return await resources.list_templates(self.host, identity, message.params, self.pager)
+        async def method(identity: Identity, message: Message, client: ClientT, stream: Stream) -> dict[str, Any]:
+            return await list_page(self.host, identity, message.params, self.pager)
 
-    async def _resources_read(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> Mapping[str, Any] | Relayed | None:
-        async def read(link: CallLink) -> dict[str, Any]:
-            return await resources.read(self.host, identity, message.params, self._requester(client, link))
+        return method
 
-        return await self._asking(identity, message, client, stream, read)
+    def _asking_for(self, answer: Answering) -> Handler[ClientT]:
+        """The method of a feature request whose handler may ask the client (a read, a
+        prompt), as a tool call may."""
 
-    async def _prompts_list(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> dict[str, Any]:
-        return await prompts.list_prompts(self.host, identity, message.params, self.pager)
+        async def method(
+            identity: Identity, message: Message, client: ClientT, stream: Stream
+        ) -> Mapping[str, Any] | Relayed | None:
+            async def run(link: CallLink) -> dict[str, Any]:
+                return await answer(self.host, identity, message.params, self._requester(client, link))
 
-    async def _prompts_get(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream
-    ) -> Mapping[str, Any] | Relayed | None:
-        async def get(link: CallLink) -> dict[str, Any]:
-            return await prompts.get(self.host, identity, message.params, self._requester(client, link))
+            return await self._asking(identity, message, client, stream, run)
 
-        return await self._asking(identity, message, client, stream, get)
+        return method
 
     async def _complete(self, identity: Identity, message: Message, client: ClientT, stream: Stream) -> dict[str, Any]:
         return await completion.complete(self.host, identity, message.params)

@@ -87,9 +87,6 @@ class PlatformToolHost:
     async def revalidate(self, identity: Principal) -> Principal | None:
         return await self._directory.revalidate(identity)
 
-    async def visible_digest(self, identity: Principal) -> str:
-        return (await self._cache.visible(identity)).digest
-
     async def header_params(self, identity: Principal, name: str) -> list[tuple[str, tuple[str, ...]]]:
         tool = await self._tool(identity, name)
         return list(tool.header_params) if tool is not None else []

@@ -15,7 +15,7 @@ from mcp_platform.mcp.ids import UniqueIds
 from mcp_platform.mcp.liveness import Producer, ProducerWatch
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.drain import Drain
-from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.transport.responder import Responder, watch_disconnect
 from mcp_platform.mcp.versions import supports_priming
 
 # How long a client waits before reconnecting after the server closed a stream early.
@@ -62,7 +62,6 @@ class PostStream:
     """
 
     responder: Responder
-    receive: Receive
     options: StreamOptions
     session_id: str
     # The session's revision (whether it understands priming events), on a resumable stream.
@@ -158,7 +157,7 @@ class PostStream:
         self._tasks = (*self._tasks, asyncio.ensure_future(self._disconnected()))
 
     async def _disconnected(self) -> None:
-        await watch_disconnect(self.receive, self.responder)
+        await watch_disconnect(self.responder)
         for callback in self._on_disconnect:
             callback()
 

@@ -36,7 +36,7 @@ from mcp_platform.mcp.jsonrpc import (
 from mcp_platform.mcp.stateless import Envelope, StatelessEngine
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream, StreamOptions
-from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder
+from mcp_platform.mcp.transport.responder import RequestFailed, Responder
 from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
@@ -110,7 +110,6 @@ class StatelessHttp:
         headers: dict[str, str],
         raw_headers: Iterable[tuple[bytes, bytes]],
         payload: Any,
-        receive: Receive,
         responder: Responder,
     ) -> None:
         request_id = payload.get("id") if isinstance(payload, dict) and jsonrpc.is_valid_id(payload.get("id")) else None
@@ -125,9 +124,9 @@ class StatelessHttp:
             await responder.json(exc.http_status if exc.http_status != 200 else 400, jsonrpc.error(request_id, exc))
             return
         if message.method == "subscriptions/listen":
-            await self._listen(identity, message, envelope, receive, responder)
+            await self._listen(identity, message, envelope, responder)
             return
-        stream = PostStream(responder, receive, self.streams, _session_ids.next())
+        stream = PostStream(responder, self.streams, _session_ids.next())
         try:
             answer = await self.engine.handle(identity, message, envelope, stream)
             if isinstance(answer, JsonRpcError):
@@ -231,9 +230,7 @@ class StatelessHttp:
 
     # --- subscriptions/listen --------------------------------------------------------
 
-    async def _listen(
-        self, identity: Identity, message: Message, envelope: Envelope, receive: Receive, responder: Responder
-    ) -> None:
+    async def _listen(self, identity: Identity, message: Message, envelope: Envelope, responder: Responder) -> None:
         wanted = message.params.get("notifications")
         if not isinstance(wanted, dict):
             error = JsonRpcError(INVALID_PARAMS, "params.notifications (an object) is required", http_status=400)
@@ -249,4 +246,4 @@ class StatelessHttp:
             follows_tasks=envelope.has_extension(TASKS_EXTENSION),
         )
         with contextlib.suppress(asyncio.CancelledError):
-            await stream.run(receive, self._register_listener)
+            await stream.run(self._register_listener)
