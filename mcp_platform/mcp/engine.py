@@ -56,6 +56,8 @@ class SessionSubscriptions:
 class Engine(Spine[Session, dict[str, Any]]):
     """The handshake-era engine: its client is the session."""
 
+    config: EngineConfig
+
     def __init__(
         self,
         *,
@@ -72,7 +74,6 @@ class Engine(Spine[Session, dict[str, Any]]):
         self.redis = redis
         self.batch = batch
         self.layer = layer
-        self.config = config
         self._methods.update(
             {
                 "ping": self._ping,

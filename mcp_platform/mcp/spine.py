@@ -94,9 +94,13 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
     (the abstract methods); a method added here is served on both revisions.
     """
 
+    # Each engine's own kind of SpineConfig.
+    config: SpineConfig
+
     def __init__(self, *, host: ToolHost[Any], cursors: CursorCodec, config: SpineConfig) -> None:
         self.host = host
         self.cursors = cursors
+        self.config = config
         self.pager = Pager(cursors, config.page_size)
         self.server_info = {"name": config.server_name, "version": config.server_version}
         self._is_unavailable = config.is_unavailable

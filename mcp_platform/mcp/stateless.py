@@ -87,6 +87,8 @@ class StatelessConfig(SpineConfig):
 class StatelessEngine(Spine[Envelope, JsonRpcError]):
     """The 2026-07-28 engine: its client is each request's envelope."""
 
+    config: StatelessConfig
+
     def __init__(
         self,
         *,
@@ -97,7 +99,6 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
     ) -> None:
         super().__init__(host=host, cursors=cursors, config=config)
         self.request_states = request_states
-        self.config = config
         self._methods.update(
             {
                 "server/discover": self._discover,
