@@ -5,7 +5,7 @@ ASGI, routed by ``mcp_platform.asgi`` without a Channels consumer per request: a
 loop would create a channel-layer channel and close stale database connections (a thread
 hop) for every request, and the hot path needs neither. The Channels layer carries what
 crosses processes (cancellations, answers to server requests, change wake-ups), received
-by whoever needs it (``mcp_platform.mcp.calls``, ``mcp_platform.mcp.transport.hub``).
+by whoever needs it (``mcp_platform.mcp.links``, ``mcp_platform.mcp.transport.hub``).
 """
 
 from __future__ import annotations

@@ -1,31 +1,32 @@
 """MCP method handling for handshake-era sessions (2025-03-26 … 2025-11-25).
 
 Transport-independent: the HTTP layer hands over parsed messages, the session, the
-caller's identity and the stream where request-related messages go.
+caller's identity and the stream where request-related messages go. What both revisions
+share is in ``spine.py``; this module holds the handshake, the session's own methods
+(logging level, subscriptions, cancellation, answers to server→client requests), tools/call
+with its ``task`` parameter and the 2025-11-25 tasks.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import jsonrpc, loglevels, messages, names
-from mcp_platform.mcp.calls import Layer, Relayed, Stream, StreamCallLink, request_key
+from mcp_platform.mcp.calls import CallLink, Layer, Relayed, Stream, request_key
 from mcp_platform.mcp.cursor import CursorCodec
-from mcp_platform.mcp.features import CAPABILITIES, legacy, tools
-from mcp_platform.mcp.features.paging import Pager
-from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.features import resources, tools
+from mcp_platform.mcp.host import Identity, Requester, ToolHost
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.links import StreamCallLink
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
+from mcp_platform.mcp.shapes import CallToolResult, Task
+from mcp_platform.mcp.spine import Asking, Spine, SpineConfig, run_under
 from mcp_platform.mcp.versions import negotiate
 from mcp_platform.redis_batch import CommandBatch
-
-log = logging.getLogger(__name__)
 
 
 class EngineLayer(Layer, Protocol):
@@ -33,18 +34,30 @@ class EngineLayer(Layer, Protocol):
 
 
 @dataclass(frozen=True)
-class EngineConfig:
-    server_name: str
-    server_version: str
-    page_size: int
+class EngineConfig(SpineConfig):
+    # How long a server→client request (elicitation, sampling) waits for the client.
     client_request_timeout: float
-    cancel_grace: float
-    # Whether an exception means Redis or the database did not answer: such a request is
-    # not an internal error but the transport's 503 with Retry-After.
-    is_unavailable: Callable[[BaseException], bool]
 
 
-class Engine:
+class SessionSubscriptions:
+    """The calling session's subscribed URIs (``features.resources.Subscriptions``)."""
+
+    def __init__(self, sessions: SessionStore, session: Session) -> None:
+        self._sessions = sessions
+        self._session = session
+
+    async def add(self, uri: str) -> bool:
+        return await self._sessions.subscribe(self._session, uri)
+
+    async def remove(self, uri: str) -> None:
+        await self._sessions.unsubscribe(self._session, uri)
+
+
+class Engine(Spine[Session, dict[str, Any]]):
+    """The handshake-era engine: its client is the session."""
+
+    config: EngineConfig
+
     def __init__(
         self,
         *,
@@ -56,27 +69,24 @@ class Engine:
         cursors: CursorCodec,
         config: EngineConfig,
     ) -> None:
-        self.host = host
+        super().__init__(host=host, cursors=cursors, config=config)
         self.sessions = sessions
         self.redis = redis
         self.batch = batch
         self.layer = layer
-        self.cursors = cursors
-        self.config = config
-        self.pager = Pager(cursors, config.page_size)
-        self._methods: dict[
-            str, Callable[[Session, Identity, Message, Stream], Awaitable[dict[str, Any] | Relayed | None]]
-        ] = {
-            "ping": self._ping,
-            "logging/setLevel": self._set_level,
-            "tools/list": self._tools_list,
-            "tools/call": self._tools_call,
-            "tasks/get": self._tasks_get,
-            "tasks/result": self._tasks_result,
-            "tasks/list": self._tasks_list,
-            "tasks/cancel": self._tasks_cancel,
-        }
-        self._methods.update(legacy.methods(self))  # resources, prompts, completion
+        self._methods.update(
+            {
+                "ping": self._ping,
+                "logging/setLevel": self._set_level,
+                "tools/call": self._tools_call,
+                "tasks/get": self._tasks_get,
+                "tasks/result": self._tasks_result,
+                "tasks/list": self._tasks_list,
+                "tasks/cancel": self._tasks_cancel,
+                "resources/subscribe": self._resources_subscribe,
+                "resources/unsubscribe": self._resources_unsubscribe,
+            }
+        )
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -97,39 +107,42 @@ class Engine:
         result = {
             "protocolVersion": session.protocol_version,
             "capabilities": {
-                "tools": {"listChanged": True},
-                "logging": {},
+                **self.capabilities(),
                 "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
-                **CAPABILITIES,
             },
-            "serverInfo": {"name": self.config.server_name, "version": self.config.server_version},
+            "serverInfo": self.server_info,
         }
         return session, jsonrpc.result(message.id, result)
 
-    # --- inbound messages --------------------------------------------------------------
+    # --- how this revision shapes answers -------------------------------------------
 
-    async def handle_request(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any] | Relayed | None:
-        """The response message; None when the request was cancelled (no response then), or
-        Relayed when another process wrote the response to the stream's log."""
-        handler = self._methods.get(message.method)
-        try:
-            if handler is None:
-                if message.method == "initialize":
-                    raise JsonRpcError(jsonrpc.INVALID_REQUEST, "Session is already initialized")
-                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
-            result = await handler(session, identity, message, stream)
-        except JsonRpcError as exc:
-            return jsonrpc.error(message.id, exc)
-        except Exception as exc:
-            if self.config.is_unavailable(exc):
-                raise
-            log.exception("internal error handling %s", message.method)
-            return jsonrpc.error(message.id, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
-        if result is None or isinstance(result, Relayed):
-            return result
+    def _unknown_method(self, method: str) -> JsonRpcError:
+        if method == "initialize":
+            return JsonRpcError(jsonrpc.INVALID_REQUEST, "Session is already initialized")
+        return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _error(self, message: Message, error: JsonRpcError) -> dict[str, Any]:
+        return jsonrpc.error(message.id, error)
+
+    def _result(self, message: Message, result: dict[str, Any]) -> dict[str, Any]:
         return jsonrpc.result(message.id, result)
+
+    async def _asking(
+        self, identity: Identity, message: Message, session: Session, stream: Stream, run: Asking
+    ) -> Mapping[str, Any] | Relayed:
+        """A read or a prompt asks its client on the request's stream, as a tool call does."""
+        link = self.call_link(session, message, stream)
+        try:
+            return await run(link)
+        finally:
+            link.close()
+
+    def _requester(self, session: Session, link: CallLink) -> Requester:
+        return Requester(
+            session_id=session.id, client_info=session.client_info, protocol_version=session.protocol_version, link=link
+        )
+
+    # --- inbound messages --------------------------------------------------------------
 
     async def handle_notification(self, session: Session, message: Message) -> None:
         if message.method == "notifications/initialized" and not session.initialized:
@@ -159,11 +172,11 @@ class Engine:
 
     # --- methods -----------------------------------------------------------------------
 
-    async def _ping(self, session: Session, identity: Identity, message: Message, stream: Stream) -> dict[str, Any]:
+    async def _ping(self, identity: Identity, message: Message, session: Session, stream: Stream) -> dict[str, Any]:
         return {}
 
     async def _set_level(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
+        self, identity: Identity, message: Message, session: Session, stream: Stream
     ) -> dict[str, Any]:
         level = message.params.get("level")
         if not loglevels.is_level(level):
@@ -173,15 +186,9 @@ class Engine:
         await self.sessions.save(session)
         return {}
 
-    async def _tools_list(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any]:
-        listed = await self.host.list_tools(identity)
-        return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
-
     async def _tools_call(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any] | Relayed | None:
+        self, identity: Identity, message: Message, session: Session, stream: Stream
+    ) -> Mapping[str, Any] | Relayed | None:
         params = message.params
         name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
@@ -198,18 +205,8 @@ class Engine:
             if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0):
                 raise JsonRpcError(INVALID_PARAMS, "params.task.ttl must be a non-negative integer (milliseconds)")
             return await self.host.create_task(identity, name, arguments, link, ttl)
-        call = asyncio.ensure_future(self.host.call_tool(identity, name, arguments, link))
-        link.watch(call)
-        try:
-            await asyncio.wait({call})
-        finally:
-            link.close()
-        if link.cancelled.is_set() and link.on_cancel is None:
-            return None
-        result = call.result()
-        if result is None:
-            raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-        return result
+        call = await run_under(link, self._call_tool(identity, name, arguments, link))
+        return None if call is None else call.result()
 
     def call_link(self, session: Session, message: Message, stream: Stream) -> StreamCallLink:
         """The link of a request that runs here and may talk to its client on its stream
@@ -231,35 +228,37 @@ class Engine:
             protocol_version=session.protocol_version,
         )
 
+    async def _resources_subscribe(
+        self, identity: Identity, message: Message, session: Session, stream: Stream
+    ) -> dict[str, Any]:
+        return await resources.subscribe(
+            self.host, identity, message.params, SessionSubscriptions(self.sessions, session)
+        )
+
+    async def _resources_unsubscribe(
+        self, identity: Identity, message: Message, session: Session, stream: Stream
+    ) -> dict[str, Any]:
+        subscriptions = SessionSubscriptions(self.sessions, session)
+        return await resources.unsubscribe(self.host, identity, message.params, subscriptions)
+
     # --- tasks (2025-11-25, experimental) ----------------------------------------------
 
-    @staticmethod
-    def _task_id(message: Message) -> str:
-        task_id = message.params.get("taskId")
-        if not isinstance(task_id, str) or not task_id:
-            raise JsonRpcError(INVALID_PARAMS, "params.taskId (a string) is required")
-        return task_id
-
-    async def _tasks_get(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any]:
-        task = await self.host.get_task(identity, self._task_id(message))
+    async def _tasks_get(self, identity: Identity, message: Message, session: Session, stream: Stream) -> Task:
+        task = await self.host.get_task(identity, self._task_id(message, session))
         if task is None:
             raise JsonRpcError(INVALID_PARAMS, "Failed to retrieve task: Task not found")
         return task
 
     async def _tasks_result(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any]:
-        return await self.host.task_result(identity, self._task_id(message))
+        self, identity: Identity, message: Message, session: Session, stream: Stream
+    ) -> CallToolResult:
+        return await self.host.task_result(identity, self._task_id(message, session))
 
-    async def _tasks_cancel(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
-    ) -> dict[str, Any]:
-        return await self.host.cancel_task(identity, self._task_id(message))
+    async def _tasks_cancel(self, identity: Identity, message: Message, session: Session, stream: Stream) -> Task:
+        return await self.host.cancel_task(identity, self._task_id(message, session))
 
     async def _tasks_list(
-        self, session: Session, identity: Identity, message: Message, stream: Stream
+        self, identity: Identity, message: Message, session: Session, stream: Stream
     ) -> dict[str, Any]:
         scope = f"tasks/list:{identity.subject}"
         offset = self.pager.offset(message.params, scope)

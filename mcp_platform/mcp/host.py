@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from mcp_platform.mcp.calls import CallLink
+from mcp_platform.mcp.calls import CallLink, Relayed
+from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTask, Task, Tool
 
 
 class AuthError(Exception):
@@ -81,15 +82,12 @@ class ToolHost(Protocol[IdentityT]):
         """Raise AuthError (403) when the identity may not send ``method`` at all (an OAuth
         token without the scope it needs). No I/O: called for every request message."""
 
-    async def list_tools(self, identity: IdentityT) -> list[dict[str, Any]]:
+    async def list_tools(self, identity: IdentityT) -> list[Tool]:
         """The caller's visible tools as MCP Tool objects, in a stable order."""
 
     async def revalidate(self, identity: IdentityT) -> IdentityT | None:
         """The identity as it stands now (scopes may have changed); None once it is no longer
         valid (key revoked or expired, tenant deactivated)."""
-
-    async def visible_digest(self, identity: IdentityT) -> str:
-        """A fingerprint of the caller's visible tool list; it changes exactly when the list does."""
 
     async def header_params(self, identity: IdentityT, name: str) -> list[tuple[str, tuple[str, ...]]]:
         """The arguments of a tool the caller may use that clients mirror in ``Mcp-Param-<Name>``
@@ -101,23 +99,23 @@ class ToolHost(Protocol[IdentityT]):
 
     async def create_task(
         self, identity: IdentityT, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
-    ) -> dict[str, Any]:
-        """Start a task-augmented call; returns a CreateTaskResult."""
+    ) -> CreateTaskResult:
+        """Start a task-augmented call."""
 
-    async def get_task(self, identity: IdentityT, task_id: str) -> dict[str, Any] | None:
+    async def get_task(self, identity: IdentityT, task_id: str) -> Task | None:
         """The caller's task, or None (missing and foreign look the same)."""
 
-    async def task_result(self, identity: IdentityT, task_id: str) -> dict[str, Any]:
+    async def task_result(self, identity: IdentityT, task_id: str) -> CallToolResult:
         """Wait for the task to end; its result, or raise JsonRpcError."""
 
-    async def list_tasks(self, identity: IdentityT, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    async def list_tasks(self, identity: IdentityT, offset: int, limit: int) -> tuple[list[Task], bool]:
         """A page of the caller's tasks, newest first, and whether more follow."""
 
-    async def cancel_task(self, identity: IdentityT, task_id: str) -> dict[str, Any]:
+    async def cancel_task(self, identity: IdentityT, task_id: str) -> Task:
         """Cancel the caller's task; returns it, or raises JsonRpcError (2025-11-25: a task
         that already ended cannot be cancelled)."""
 
-    async def detailed_task(self, identity: IdentityT, task_id: str) -> dict[str, Any] | None:
+    async def detailed_task(self, identity: IdentityT, task_id: str) -> DetailedTask | None:
         """The caller's task as a 2026-07-28 DetailedTask (its inputRequests, result or
         error inlined), or None (missing and foreign look the same)."""
 
@@ -131,10 +129,11 @@ class ToolHost(Protocol[IdentityT]):
 
     async def call_tool(
         self, identity: IdentityT, name: str, arguments: dict[str, Any], link: CallLink
-    ) -> dict[str, Any] | None:
-        """A CallToolResult, or None when the caller has no such tool (missing or forbidden).
-        When ``link.may_become_task``, the host may make the call a task and return its
-        CreateTaskResult (``resultType: "task"``) instead."""
+    ) -> CallToolResult | DetailedTask | Relayed | None:
+        """A CallToolResult, or None when the caller has no such tool (missing or forbidden);
+        Relayed when a worker ran the call and wrote its response to the stream's log. When
+        ``link.may_become_task``, the host may make the call a task and return it
+        (``resultType: "task"``) instead."""
 
     async def recover_run(self, run_id: str, worker: str) -> None:
         """The worker the run's stream names (``worker``) stopped beating, or the run outlived

@@ -12,28 +12,21 @@ client's retry runs the handler again with the answers.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from mcp_platform.mcp import features, jsonrpc, loglevels
-from mcp_platform.mcp.calls import (
-    CallLink,
-    InputRequired,
-    InputRound,
-    MissingClientCapability,
-    Relayed,
-    StatelessCallLink,
-    Stream,
-)
+from mcp_platform.mcp import jsonrpc, loglevels
+from mcp_platform.mcp.calls import CallLink, InputRequired, Relayed, Stream, missing_capability
 from mcp_platform.mcp.cursor import CursorCodec
-from mcp_platform.mcp.features import completion, prompts, resources, tools
-from mcp_platform.mcp.features.paging import Pager
-from mcp_platform.mcp.host import Identity, Requester, ToolHost
-from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, JsonRpcError, Message
+from mcp_platform.mcp.features import resources, tools
+from mcp_platform.mcp.host import Identity, ToolHost
+from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, JsonRpcError, Message
+from mcp_platform.mcp.links import LinkRuntime
 from mcp_platform.mcp.request_state import RequestStateCodec
+from mcp_platform.mcp.rounds import InputRound
+from mcp_platform.mcp.shapes import CallToolResult, DetailedTask
+from mcp_platform.mcp.spine import Asking, Spine, SpineConfig, run_under
 from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
@@ -42,8 +35,6 @@ from mcp_platform.mcp.versions import (
     SERVER_INFO_META_KEY,
     TASKS_EXTENSION,
 )
-
-log = logging.getLogger(__name__)
 
 TASK_NOT_FOUND = "Task not found"
 # Results that are lists a client may cache (with ttlMs/cacheScope): per caller, so "private".
@@ -86,40 +77,18 @@ class Envelope:
         return isinstance(extensions, dict) and name in extensions
 
 
-def missing_capability(capability: str) -> JsonRpcError:
-    """-32021 naming what the request must declare (a ClientCapabilities object)."""
-    required: dict[str, Any] = {"extensions": {capability: {}}} if capability.startswith("io.") else {capability: {}}
-    return JsonRpcError(
-        MISSING_CLIENT_CAPABILITY,
-        f"This request needs the client capability {capability!r}: declare it in _meta clientCapabilities",
-        data={"requiredCapabilities": required},
-        http_status=400,
-    )
-
-
 @dataclass(frozen=True)
-class StatelessConfig:
-    server_name: str
-    server_version: str
-    page_size: int
-    cancel_grace: float
+class StatelessConfig(SpineConfig):
     # How long a client may keep a list (ttlMs); change notifications on listen streams
     # invalidate it sooner.
     cache_ttl_ms: int
-    # As EngineConfig.is_unavailable: Redis or the database missing is a 503, not a -32603.
-    is_unavailable: Callable[[BaseException], bool]
 
 
-class ResponseStream(Stream, Protocol):
-    """A stateless request's response stream: a client that closes it cancels the request."""
+class StatelessEngine(Spine[Envelope, JsonRpcError]):
+    """The 2026-07-28 engine: its client is each request's envelope."""
 
-    def on_disconnect(self, callback: Callable[[], None]) -> None: ...
+    config: StatelessConfig
 
-
-Handler = Callable[[Identity, Message, Envelope, ResponseStream], Awaitable["dict[str, Any] | None"]]
-
-
-class StatelessEngine:
     def __init__(
         self,
         *,
@@ -128,59 +97,36 @@ class StatelessEngine:
         request_states: RequestStateCodec,
         config: StatelessConfig,
     ) -> None:
-        self.host = host
-        self.cursors = cursors
+        super().__init__(host=host, cursors=cursors, config=config)
         self.request_states = request_states
-        self.config = config
-        self.server_info = {"name": config.server_name, "version": config.server_version}
-        self._methods: dict[str, Handler] = {
-            "server/discover": self._discover,
-            "tools/list": self._tools_list,
-            "tools/call": self._tools_call,
-            "tasks/get": self._tasks_get,
-            "tasks/update": self._tasks_update,
-            "tasks/cancel": self._tasks_cancel,
-            "resources/list": self._resources_list,
-            "resources/templates/list": self._templates_list,
-            "resources/read": self._resources_read,
-            "prompts/list": self._prompts_list,
-            "prompts/get": self._prompts_get,
-            "completion/complete": self._complete,
-        }
-        self.pager = Pager(cursors, config.page_size)
+        self._methods.update(
+            {
+                "server/discover": self._discover,
+                "tools/call": self._tools_call,
+                "tasks/get": self._tasks_get,
+                "tasks/update": self._tasks_update,
+                "tasks/cancel": self._tasks_cancel,
+            }
+        )
 
     def capabilities(self) -> dict[str, Any]:
         # resources.subscribe: listen streams take resourceSubscriptions (there is no
         # resources/subscribe method in this revision).
-        return {
-            "tools": {"listChanged": True},
-            **features.CAPABILITIES,
-            "logging": {},
-            "extensions": {TASKS_EXTENSION: {}},
-        }
+        return {**super().capabilities(), "extensions": {TASKS_EXTENSION: {}}}
 
-    def knows(self, method: str) -> bool:
-        return method in self._methods
+    # --- how this revision shapes answers -------------------------------------------
 
-    async def handle(self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream) -> Any:
-        """The response message (with the HTTP status its error needs, in ``JsonRpcError``),
-        None when the call was cancelled, or Relayed when a worker wrote the response."""
-        handler = self._methods.get(message.method)
-        try:
-            if handler is None:
-                raise JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {message.method}", http_status=404)
-            result = await handler(identity, message, envelope, stream)
-        except JsonRpcError as exc:
-            return exc
-        except MissingClientCapability as exc:
-            return missing_capability(exc.capability)
-        except Exception as exc:
-            if self.config.is_unavailable(exc):
-                raise
-            log.exception("internal error handling %s", message.method)
-            return JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
-        if result is None:
-            return None
+    def _unknown_method(self, method: str) -> JsonRpcError:
+        return JsonRpcError(METHOD_NOT_FOUND, f"Method not found: {method}", http_status=404)
+
+    def _error(self, message: Message, error: JsonRpcError) -> JsonRpcError:
+        """The error itself: the transport answers it with the HTTP status it carries."""
+        if error.code == resources.RESOURCE_NOT_FOUND and message.method == "resources/read":
+            # This revision answers an unknown resource as invalid params (SEP-2164).
+            return JsonRpcError(INVALID_PARAMS, error.message, data=error.data)
+        return error
+
+    def _result(self, message: Message, result: dict[str, Any]) -> dict[str, Any]:
         retry = "inputResponses" in message.params or "requestState" in message.params
         return jsonrpc.result(message.id, self.complete(message.method, result, cacheable=not retry))
 
@@ -197,22 +143,21 @@ class StatelessEngine:
             shaped["cacheScope"] = "private"  # every list depends on the tenant and the credential
         return shaped
 
+    async def _asking(
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream, run: Asking
+    ) -> Mapping[str, Any] | None:
+        return await self.multi_round(identity, message, envelope, stream, run)
+
     # --- methods -----------------------------------------------------------------------
 
     async def _discover(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
     ) -> dict[str, Any]:
         return {"supportedVersions": list(MODERN), "capabilities": self.capabilities()}
 
-    async def _tools_list(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
-        listed = await self.host.list_tools(identity)
-        return self.pager.page(listed, message.params, key="tools", scope=f"tools/list:{identity.subject}")
-
     async def _tools_call(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any] | None:
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
+    ) -> Mapping[str, Any] | None:
         params = message.params
         name, arguments = tools.call_params(params)
         support = await self.host.task_support(identity, name)  # None: no such tool for this caller
@@ -220,11 +165,8 @@ class StatelessEngine:
         if support == "required" and not tasks:
             raise missing_capability(TASKS_EXTENSION)
 
-        async def call(link: CallLink) -> dict[str, Any] | Relayed:
-            result = await self.host.call_tool(identity, name, arguments, link)
-            if result is None:
-                raise JsonRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
-            return result
+        async def call(link: CallLink) -> CallToolResult | DetailedTask | Relayed:
+            return await self._call_tool(identity, name, arguments, link)
 
         # A legacy `task` param means nothing here: the server decides, for clients with tasks.
         return await self.multi_round(
@@ -236,17 +178,18 @@ class StatelessEngine:
         identity: Identity,
         message: Message,
         envelope: Envelope,
-        stream: ResponseStream,
-        run: Callable[[CallLink], Awaitable[dict[str, Any] | Relayed]],
+        stream: Stream,
+        run: Asking,
         *,
         may_become_task: bool = False,
-    ) -> dict[str, Any] | None:
+    ) -> Mapping[str, Any] | None:
         """Run one round of a request that may ask its client (tools/call, prompts/get,
         resources/read): ``run`` gets the link its handler talks through, with the answers
         of earlier rounds. Its result; ``input_required`` when the handler asked for more;
         None when the client went away (the request is cancelled)."""
         input_round = InputRound(await self._answers(identity, message))
-        link = StatelessCallLink(
+        # The runtime itself: a disconnect is this link's cancel, asking is multi-round.
+        link = LinkRuntime(
             stream,
             request_id=message.id,
             progress_token=envelope.progress_token,
@@ -258,14 +201,8 @@ class StatelessEngine:
             cancel_grace=self.config.cancel_grace,
             may_become_task=may_become_task,
         )
-        call = asyncio.ensure_future(run(link))
-        link.watch(call)
-        stream.on_disconnect(link.cancel)
-        try:
-            await asyncio.wait({call})
-        finally:
-            link.close()
-        if link.cancelled.is_set() and link.on_cancel is None:
+        call = await run_under(link, run(link))
+        if call is None:
             return None
         try:
             result = call.result()
@@ -295,25 +232,21 @@ class StatelessEngine:
 
     # --- tasks (the io.modelcontextprotocol/tasks extension) --------------------------
 
-    @staticmethod
-    def _task_id(message: Message, envelope: Envelope) -> str:
+    def _task_id(self, message: Message, envelope: Envelope) -> str:
         if not envelope.has_extension(TASKS_EXTENSION):
             raise missing_capability(TASKS_EXTENSION)
-        task_id = message.params.get("taskId")
-        if not isinstance(task_id, str) or not task_id:
-            raise JsonRpcError(INVALID_PARAMS, "params.taskId (a string) is required")
-        return task_id
+        return super()._task_id(message, envelope)
 
     async def _tasks_get(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
+    ) -> DetailedTask:
         task = await self.host.detailed_task(identity, self._task_id(message, envelope))
         if task is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
         return task
 
     async def _tasks_update(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
     ) -> dict[str, Any]:
         task_id = self._task_id(message, envelope)
         responses = message.params.get("inputResponses")
@@ -324,59 +257,11 @@ class StatelessEngine:
         return {}  # an acknowledgement: what the task does next shows on tasks/get
 
     async def _tasks_cancel(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
+        self, identity: Identity, message: Message, envelope: Envelope, stream: Stream
     ) -> dict[str, Any]:
         if not await self.host.stop_task(identity, self._task_id(message, envelope)):
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
         return {}  # the same acknowledgement for a task that had already ended
-
-    # --- resources, prompts, completion (mcp_platform.mcp.features) --------------------
-
-    async def _resources_list(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
-        return await resources.list_resources(self.host, identity, message.params, self.pager)
-
-    async def _templates_list(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
-        return await resources.list_templates(self.host, identity, message.params, self.pager)
-
-    async def _resources_read(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any] | None:
-        async def read(link: CallLink) -> dict[str, Any]:
-            try:
-                return await resources.read(self.host, identity, message.params, self._requester(envelope, link))
-            except JsonRpcError as exc:
-                if exc.code != resources.RESOURCE_NOT_FOUND:
-                    raise
-                # This revision answers an unknown resource as invalid params (SEP-2164).
-                raise JsonRpcError(INVALID_PARAMS, exc.message, data=exc.data) from None
-
-        return await self.multi_round(identity, message, envelope, stream, read)
-
-    async def _prompts_list(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
-        return await prompts.list_prompts(self.host, identity, message.params, self.pager)
-
-    async def _prompts_get(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any] | None:
-        async def get(link: CallLink) -> dict[str, Any]:
-            return await prompts.get(self.host, identity, message.params, self._requester(envelope, link))
-
-        return await self.multi_round(identity, message, envelope, stream, get)
-
-    async def _complete(
-        self, identity: Identity, message: Message, envelope: Envelope, stream: ResponseStream
-    ) -> dict[str, Any]:
-        return await completion.complete(self.host, identity, message.params)
-
-    @staticmethod
-    def _requester(envelope: Envelope, link: CallLink) -> Requester:
-        return Requester(client_info=envelope.client_info, protocol_version=envelope.protocol_version, link=link)
 
     # --- multi-round requests ----------------------------------------------------------
 

@@ -63,7 +63,7 @@ async def test_a_fault_under_a_method_is_answered_with_the_request_id(key, monke
 
     # Past the engines' own handling: what reaches the transport (a stream that cannot be
     # written, a store that cannot be read) is answered there.
-    monkeypatch.setattr(Engine, "handle_request", fail)
+    monkeypatch.setattr(Engine, "handle", fail)
     monkeypatch.setattr(StatelessEngine, "handle", fail)
     transport = httpx.ASGITransport(app=application, client=("127.0.0.1", 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
@@ -77,11 +77,11 @@ async def test_a_fault_under_a_method_is_answered_with_the_request_id(key, monke
 
 
 async def test_a_fault_in_a_stream_under_way_ends_it_with_the_error(key, monkeypatch):
-    async def progress_then_fail(self: Any, session: Any, identity: Any, message: Any, stream: Any) -> Any:
+    async def progress_then_fail(self: Any, identity: Any, message: Any, session: Any, stream: Any) -> Any:
         await stream.send(note("notifications/progress", {"progressToken": 1, "progress": 1}))
         raise redis.ConnectionError("Redis went away mid-stream")
 
-    monkeypatch.setattr(Engine, "handle_request", progress_then_fail)
+    monkeypatch.setattr(Engine, "handle", progress_then_fail)
     transport = httpx.ASGITransport(app=application, client=("127.0.0.1", 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         response = await _legacy(http, key, "streamed-9")

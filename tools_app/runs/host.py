@@ -9,7 +9,7 @@ import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 
@@ -19,6 +19,7 @@ from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, Miss
 from mcp_platform.mcp.host import AuthError, Requester
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
+from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTask, Task, Tool
 from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
@@ -79,15 +80,12 @@ class PlatformToolHost:
     async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
         return (await self._cache.visible(identity)).by_name.get(name)
 
-    async def list_tools(self, identity: Principal) -> list[dict[str, Any]]:
+    async def list_tools(self, identity: Principal) -> list[Tool]:
         visible = await self._cache.visible(identity)
-        return [tool.wire for tool in visible.tools]
+        return cast("list[Tool]", [tool.wire for tool in visible.tools])
 
     async def revalidate(self, identity: Principal) -> Principal | None:
         return await self._directory.revalidate(identity)
-
-    async def visible_digest(self, identity: Principal) -> str:
-        return (await self._cache.visible(identity)).digest
 
     async def header_params(self, identity: Principal, name: str) -> list[tuple[str, tuple[str, ...]]]:
         tool = await self._tool(identity, name)
@@ -223,7 +221,7 @@ class PlatformToolHost:
 
     async def create_task(
         self, identity: Principal, name: str, arguments: dict[str, Any], link: CallLink, ttl_ms: int | None
-    ) -> dict[str, Any]:
+    ) -> CreateTaskResult:
         visible = await self._cache.visible(identity)
         tool = visible.by_name.get(name)
         if tool is None:
@@ -252,13 +250,15 @@ class PlatformToolHost:
                 await limits.acquire(identity.tenant_id, per_minute=tenant.calls_per_minute, concurrent=None)
             except limits.LimitExceeded as exc:
                 raise JsonRpcError(SERVER_ERROR, exc.message) from None
-        return await create_task(identity, tool, arguments, link, ttl_ms, visible.confirmation(tool))
+        return cast(
+            CreateTaskResult, await create_task(identity, tool, arguments, link, ttl_ms, visible.confirmation(tool))
+        )
 
-    async def get_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
+    async def get_task(self, identity: Principal, task_id: str) -> Task | None:
         run = await sync_to_async(run_of)(identity, task_id)
-        return task_view(run) if run is not None else None
+        return cast(Task, task_view(run)) if run is not None else None
 
-    async def task_result(self, identity: Principal, task_id: str) -> dict[str, Any]:
+    async def task_result(self, identity: Principal, task_id: str) -> CallToolResult:
         run = await sync_to_async(run_of)(identity, task_id)
         if run is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
@@ -274,18 +274,18 @@ class PlatformToolHost:
             raise JsonRpcError(
                 run.error.get("code", SERVER_ERROR), run.error.get("message", "Task failed"), data=run.error.get("data")
             )
-        return {**(run.result or {"content": []}), "_meta": related}
+        return cast(CallToolResult, {**(run.result or {"content": []}), "_meta": related})
 
-    async def list_tasks(self, identity: Principal, offset: int, limit: int) -> tuple[list[dict[str, Any]], bool]:
+    async def list_tasks(self, identity: Principal, offset: int, limit: int) -> tuple[list[Task], bool]:
         def page() -> list[ToolRun]:
             return list(runs_of(identity).order_by("-created_at", "id")[offset : offset + limit + 1])
 
         runs = await sync_to_async(page)()
-        return [task_view(run) for run in runs[:limit]], len(runs) > limit
+        return cast("list[Task]", [task_view(run) for run in runs[:limit]]), len(runs) > limit
 
-    async def detailed_task(self, identity: Principal, task_id: str) -> dict[str, Any] | None:
+    async def detailed_task(self, identity: Principal, task_id: str) -> DetailedTask | None:
         run = await sync_to_async(run_of)(identity, task_id)
-        return detailed_task_view(run) if run is not None else None
+        return cast(DetailedTask, detailed_task_view(run)) if run is not None else None
 
     async def answer_task(self, identity: Principal, task_id: str, responses: dict[str, Any]) -> bool:
         run = await sync_to_async(run_of)(identity, task_id)
@@ -301,7 +301,7 @@ class PlatformToolHost:
         await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")  # a task that ended stays as it ended
         return True
 
-    async def cancel_task(self, identity: Principal, task_id: str) -> dict[str, Any]:
+    async def cancel_task(self, identity: Principal, task_id: str) -> Task:
         run = await sync_to_async(run_of)(identity, task_id)
         if run is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
@@ -309,7 +309,7 @@ class PlatformToolHost:
         await run.arefresh_from_db()
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
-        return task_view(run)
+        return cast(Task, task_view(run))
 
 
 def caller_of(principal: Principal) -> Caller:

@@ -21,9 +21,10 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from audit.models import Outcome
-from mcp_platform.mcp.calls import InputRequired, InputRound, MissingClientCapability, RelayCallLink
+from mcp_platform.mcp.calls import InputRequired, MissingClientCapability, missing_capability
 from mcp_platform.mcp.jsonrpc import JsonRpcError
-from mcp_platform.mcp.stateless import missing_capability
+from mcp_platform.mcp.links import RelayCallLink
+from mcp_platform.mcp.rounds import InputRound
 from mcp_platform.mcp.versions import MODERN
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.spec import ToolSpec

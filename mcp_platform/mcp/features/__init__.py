@@ -2,9 +2,9 @@
 
 Each handler takes the host, the caller's identity and the request's params (plus what its
 method needs: a pager, a subscription set, the requester) and returns the result dict, or
-raises ``JsonRpcError``. Nothing here knows the transport or the protocol revision: the
-handshake-era engine registers them through ``legacy.methods`` and declares
-``CAPABILITIES``; another revision wraps the same handlers in its own envelope.
+raises ``JsonRpcError``. Nothing here knows the transport or the protocol revision: both
+engines register them through their shared base (``mcp_platform.mcp.spine``), which
+declares ``CAPABILITIES``, and each revision shapes the results in its own envelope.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,9 @@ class Pager:
         except (ValueError, TypeError):
             raise JsonRpcError(INVALID_PARAMS, "Invalid cursor") from None
 
-    def page(self, items: list[dict[str, Any]], params: dict[str, Any], *, key: str, scope: str) -> dict[str, Any]:
+    def page(
+        self, items: Sequence[Mapping[str, Any]], params: dict[str, Any], *, key: str, scope: str
+    ) -> dict[str, Any]:
         """``{key: <this page>, "nextCursor"?: …}``; a cursor not issued for ``scope`` is -32602."""
         offset = self.offset(params, scope)
         end = offset + self.page_size

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import os
@@ -34,7 +35,7 @@ from mcp_platform.mcp.transport import checks, sse
 from mcp_platform.mcp.transport.drain import Drain
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
-from mcp_platform.mcp.transport.post_stream import PostStream
+from mcp_platform.mcp.transport.post_stream import PostStream, StreamOptions
 from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import (
     STREAM_LOCK_SECONDS,
@@ -118,13 +119,15 @@ class StreamableHttp:
         self.engine = engine
         self.watch = ProducerWatch(liveness, events, engine.host.recover_run)
         self.drain = Drain(events)
+        # One kind of answer stream for both revisions, with each revision's rules.
+        self._streams = StreamOptions(
+            events, self.watch, self.drain, config.keepalive_seconds, resumable=True, cancel_on_disconnect=False
+        )
         self.stateless = StatelessHttp(
             stateless,
-            events,
-            keepalive_seconds=config.keepalive_seconds,
+            dataclasses.replace(self._streams, resumable=False, cancel_on_disconnect=True),
             register_listener=self._register_listener,
             authorize=self._authorize,
-            watch=self.watch,
         )
         self.events = events
         self.config = config
@@ -154,7 +157,7 @@ class StreamableHttp:
         return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
-        responder = Responder(send)
+        responder = Responder(receive, send)
         headers = checks.header_map(scope.get("headers", []))
         lookup: SessionLookup | None = None
         try:
@@ -167,9 +170,9 @@ class StreamableHttp:
             identity = await self._authenticate(endpoint, headers, scope)
             method = scope.get("method", "GET")
             if method == "POST":
-                await self._post(identity, headers, scope.get("headers", ()), receive, responder, lookup)
+                await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
             elif method == "GET":
-                await self._get(identity, headers, receive, responder, lookup)
+                await self._get(identity, headers, responder, lookup)
             elif method == "DELETE":
                 await self._delete(identity, headers, responder, lookup)
             else:
@@ -278,7 +281,6 @@ class StreamableHttp:
         identity: Identity,
         headers: dict[str, str],
         raw_headers: Iterable[tuple[bytes, bytes]],
-        receive: Receive,
         responder: Responder,
         lookup: SessionLookup | None,
     ) -> None:
@@ -289,17 +291,17 @@ class StreamableHttp:
             )
         if not checks.is_json_content_type(headers.get("content-type")):
             raise HttpProblem(415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json")
-        body = await self._read_body(receive)
+        body = await self._read_body(responder.receive)
         try:
             payload = jsonrpc.parse(body)
             self.config.limits.check(body, payload)
         except JsonRpcError as exc:
             raise HttpProblem(400, exc.code, exc.message) from None
         if is_modern(headers.get(VERSION_HEADER), payload):
-            await self.stateless.post(identity, headers, raw_headers, payload, receive, responder)
+            await self.stateless.post(identity, headers, raw_headers, payload, responder)
             return
         if isinstance(payload, list):
-            await self._post_batch(identity, headers, payload, receive, responder, lookup)
+            await self._post_batch(identity, headers, payload, responder, lookup)
             return
         try:
             message = jsonrpc.validate(payload)
@@ -317,27 +319,22 @@ class StreamableHttp:
         with self._in_flight.enter(session.id) as admitted:
             if not admitted:
                 raise self._busy()
-            stream = self._post_stream(session, receive, responder, [message])
+            stream = self._post_stream(session, responder, [message])
             try:
                 # A client that goes away does not cancel the call: its result is stored for resumption.
-                await stream.finish(await self.engine.handle_request(session, identity, message, stream))
+                await stream.finish(await self.engine.handle(identity, message, session, stream))
             except Exception as exc:
                 raise RequestFailed(message.id) from exc
             finally:
                 stream.stop()
 
-    def _post_stream(
-        self, session: Session, receive: Receive, responder: Responder, requests: list[Message]
-    ) -> PostStream:
+    def _post_stream(self, session: Session, responder: Responder, requests: list[Message]) -> PostStream:
         """The answer stream of a POST carrying ``requests`` (one, or a batch's)."""
         return PostStream(
             responder,
-            receive,
-            self.events,
-            session,
-            self.config.keepalive_seconds,
-            self.watch,
-            self.drain,
+            self._streams,
+            session.id,
+            session.protocol_version,
             request_ids=tuple(m.id for m in requests),
             tool_call=all(m.method == "tools/call" for m in requests),
         )
@@ -374,7 +371,6 @@ class StreamableHttp:
         identity: Identity,
         headers: dict[str, str],
         payload: list[Any],
-        receive: Receive,
         responder: Responder,
         lookup: SessionLookup | None,
     ) -> None:
@@ -395,11 +391,9 @@ class StreamableHttp:
         with self._in_flight.enter(session.id) as admitted:
             if not admitted:
                 raise self._busy()
-            await self._run_batch(session, identity, payload, receive, responder)
+            await self._run_batch(session, identity, payload, responder)
 
-    async def _run_batch(
-        self, session: Session, identity: Identity, payload: list[Any], receive: Receive, responder: Responder
-    ) -> None:
+    async def _run_batch(self, session: Session, identity: Identity, payload: list[Any], responder: Responder) -> None:
         responses: list[dict[str, Any]] = []
         requests: list[Message] = []
         for item in payload:
@@ -419,14 +413,14 @@ class StreamableHttp:
         if not requests and not responses:
             await responder.whole(202, b"", [])
             return
-        stream = self._post_stream(session, receive, responder, requests)
+        stream = self._post_stream(session, responder, requests)
         # A batch's requests take turns on a few slots: a thousand of them must not hold a
         # thousand Redis connections and tasks of this process at once.
         turns = asyncio.Semaphore(self.config.limits.batch_concurrency)
 
         async def handle(message: Message) -> dict[str, Any] | Relayed | None:
             async with turns:
-                return await self.engine.handle_request(session, identity, message, stream)
+                return await self.engine.handle(identity, message, session, stream)
 
         try:
             answers = await asyncio.gather(*(handle(m) for m in requests))
@@ -447,7 +441,6 @@ class StreamableHttp:
         self,
         identity: Identity,
         headers: dict[str, str],
-        receive: Receive,
         responder: Responder,
         lookup: SessionLookup | None,
     ) -> None:
@@ -462,7 +455,7 @@ class StreamableHttp:
                 raise HttpProblem(400, SERVER_ERROR, "Bad Request: unknown or expired Last-Event-ID")
             if parsed[0] != names.STANDALONE_STREAM:
                 # A request's stream, resumed: allowed while the standalone stream is open.
-                await self._follow(session, parsed[0], parsed[1], receive, responder)
+                await self._follow(session, parsed[0], parsed[1], responder)
                 return
             resume_after = parsed[1]
         holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
@@ -471,13 +464,11 @@ class StreamableHttp:
         stream = StandaloneStream(self._services, self.hub(), session, identity, responder, resume_after)
         del session  # an idle stream holds only what it needs (the stream keeps a lean copy)
         try:
-            await stream.run(receive)
+            await stream.run()
         finally:
             await self.engine.sessions.release_stream(stream.session, holder)
 
-    async def _follow(
-        self, session: Session, stream_id: str, after: str, receive: Receive, responder: Responder
-    ) -> None:
+    async def _follow(self, session: Session, stream_id: str, after: str, responder: Responder) -> None:
         """Resume a stream: its events after ``after``, then live ones, until its final event
         or the client leaves. While it is quiet, its producer is checked: a stream whose
         producer died gets its end here (``liveness``)."""
@@ -494,12 +485,8 @@ class StreamableHttp:
                 if event.data:
                     await responder.write(sse.event(event.data, event_id=event.event_id))
 
-        async def beat() -> None:
-            while responder.open:
-                await asyncio.sleep(self.config.keepalive_seconds)
-                await responder.write(sse.KEEPALIVE)
-
-        tasks = [asyncio.ensure_future(c) for c in (pump(), beat(), watch_disconnect(receive, responder))]
+        beat = sse.keep_alive(responder, self.config.keepalive_seconds)
+        tasks = [asyncio.ensure_future(c) for c in (pump(), beat, watch_disconnect(responder))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:

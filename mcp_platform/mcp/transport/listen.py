@@ -28,7 +28,7 @@ from mcp_platform.mcp.features import LIST_CHANGED, RESOURCE_UPDATED
 from mcp_platform.mcp.host import Identity, ToolHost
 from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.hub import TASK_REASON
-from mcp_platform.mcp.transport.responder import Receive, Responder, watch_disconnect
+from mcp_platform.mcp.transport.responder import Responder, watch_disconnect
 from mcp_platform.mcp.versions import SUBSCRIPTION_ID_META_KEY
 
 # The list_changed filters this server honours, by the name the request uses, and the
@@ -85,9 +85,7 @@ class ListenStream:
         self._reasons.add(reason)
         self._wakeup.set()
 
-    async def run(
-        self, receive: Receive, register: Callable[[ListenStream], Awaitable[Callable[[], Awaitable[None]]]]
-    ) -> None:
+    async def run(self, register: Callable[[ListenStream], Awaitable[Callable[[], Awaitable[None]]]]) -> None:
         """Serve the stream until the client leaves; ``register`` joins the process's hub and
         gives back the function that leaves it."""
         await self._responder.start(200, list(sse.HEADERS))
@@ -99,7 +97,7 @@ class ListenStream:
             self.digests = await self._host.visible_digests(self.identity)
             await self._write("notifications/subscriptions/acknowledged", {"notifications": dict(self.honoured)})
             self._baseline.set()
-        tasks = [asyncio.ensure_future(c) for c in (self._serve(), watch_disconnect(receive, self._responder))]
+        tasks = [asyncio.ensure_future(c) for c in (self._serve(), watch_disconnect(self._responder))]
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -111,11 +109,11 @@ class ListenStream:
                     await task
             await self._responder.end()
 
-    async def notify(self, method: str, params: dict[str, Any]) -> None:
+    async def notify(self, method: str, params: Mapping[str, Any]) -> None:
         async with self._send_lock:
             await self._write(method, params)
 
-    async def _write(self, method: str, params: dict[str, Any]) -> None:
+    async def _write(self, method: str, params: Mapping[str, Any]) -> None:
         meta = {**(params.get("_meta") or {}), SUBSCRIPTION_ID_META_KEY: self.subscription_id}
         await self._responder.write(sse.event(jsonrpc.dumps(jsonrpc.notification(method, {**params, "_meta": meta}))))
 
@@ -168,11 +166,4 @@ class ListenStream:
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick: a comment, in order with the notifications."""
-        if self._responder.open:
-            beat = asyncio.ensure_future(self._write_keepalive())
-            self._beats.add(beat)
-            beat.add_done_callback(self._beats.discard)
-
-    async def _write_keepalive(self) -> None:
-        async with self._send_lock:
-            await self._responder.write(sse.KEEPALIVE)
+        sse.keep_alive_soon(self._responder, self._send_lock, self._beats)

@@ -22,11 +22,13 @@ class RequestFailed(Exception):
 
 
 class Responder:
-    """The ASGI response of one request; writes after the client left are dropped."""
+    """The ASGI exchange of one request: its response, where writes after the client left
+    are dropped, and ``receive``, where its body and the client's leaving arrive."""
 
-    __slots__ = ("__weakref__", "_send", "disconnected", "ended", "started")
+    __slots__ = ("__weakref__", "_send", "disconnected", "ended", "receive", "started")
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, receive: Receive, send: Send) -> None:
+        self.receive = receive
         self._send = send
         self.started = False
         self.ended = False
@@ -65,9 +67,9 @@ class Responder:
             self.disconnected = True
 
 
-async def watch_disconnect(receive: Receive, responder: Responder) -> None:
+async def watch_disconnect(responder: Responder) -> None:
     while True:
-        message = await receive()
+        message = await responder.receive()
         if message["type"] == "http.disconnect":
             responder.disconnected = True
             return

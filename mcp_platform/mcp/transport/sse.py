@@ -1,6 +1,12 @@
-"""Server-Sent Events framing."""
+"""Server-Sent Events framing, and keep-alives: the loop of a stream that its request's
+own coroutine serves, and the tick of a stream the hub holds (one timer per process)."""
 
 from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from mcp_platform.mcp.transport.responder import Responder
 
 KEEPALIVE = b": keepalive\n\n"
 
@@ -22,3 +28,34 @@ def event(data: bytes, *, event_id: str | None = None, retry_ms: int | None = No
         parts.append(b"event: message")
     parts.append(b"data: " + data)
     return b"\n".join(parts) + b"\n\n"
+
+
+async def keep_alive(responder: Responder, interval: float) -> None:
+    """A comment every ``interval`` seconds while the response is open, so that proxies and
+    clients do not take a quiet stream for a dead one."""
+    while responder.open:
+        await asyncio.sleep(interval)
+        await responder.write(KEEPALIVE)
+
+
+def keep_alive_soon(
+    responder: Responder,
+    lock: asyncio.Lock,
+    beats: set[asyncio.Task[None]],
+    then: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """The hub's keep-alive tick for a stream it holds: a comment, in order with the
+    stream's other messages (``lock``), written by a short task kept in ``beats`` (which
+    the stream cancels when it ends); ``then`` runs after the write."""
+    if not responder.open:
+        return
+    beat = asyncio.ensure_future(_beat(responder, lock, then))
+    beats.add(beat)
+    beat.add_done_callback(beats.discard)
+
+
+async def _beat(responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None) -> None:
+    async with lock:
+        await responder.write(KEEPALIVE)
+    if then is not None:
+        await then()

@@ -33,7 +33,7 @@ from mcp_platform.mcp.transport.drain import Drain
 from mcp_platform.mcp.transport.hub import StreamHub
 from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import RETRY_MS
-from mcp_platform.mcp.transport.responder import Receive, Responder
+from mcp_platform.mcp.transport.responder import Responder
 from mcp_platform.mcp.versions import supports_priming
 from mcp_platform.metrics import LIST_CHANGED_SENT
 
@@ -134,7 +134,7 @@ class StandaloneStream:
         else:
             self._again = True
 
-    async def run(self, receive: Receive) -> None:
+    async def run(self) -> None:
         events = self.services.events
         await self._responder.start(200, list(sse.HEADERS))
         if self._resume_after is not None:
@@ -152,7 +152,7 @@ class StandaloneStream:
         try:
             await self._announce_if_changed()
             self.wake("events")
-            await self._until_disconnected(receive)
+            await self._until_disconnected()
             if self._ending == "revoked":
                 await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
         finally:
@@ -162,14 +162,14 @@ class StandaloneStream:
             await hub.unregister(self)
             await self._responder.end()
 
-    async def _until_disconnected(self, receive: Receive) -> None:
+    async def _until_disconnected(self) -> None:
         """Wait for the client to leave, or for ``wake`` to end the stream."""
         task = asyncio.current_task()
         assert task is not None
         self._task = task
         try:
             if self._ending is None:
-                while (await receive())["type"] != "http.disconnect":
+                while (await self._responder.receive())["type"] != "http.disconnect":
                     pass
                 self._responder.disconnected = True
         except asyncio.CancelledError:
@@ -207,15 +207,10 @@ class StandaloneStream:
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
     def keep_alive(self) -> None:
-        if not self._responder.open:
-            return
-        beat = asyncio.ensure_future(self._keep_alive())
-        self._beats.add(beat)
-        beat.add_done_callback(self._beats.discard)
+        """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
+        sse.keep_alive_soon(self._responder, self._send_lock, self._beats, self._renew_lock)
 
-    async def _keep_alive(self) -> None:
-        async with self._send_lock:
-            await self._responder.write(sse.KEEPALIVE)
+    async def _renew_lock(self) -> None:
         await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
 
 

@@ -20,12 +20,9 @@ import base64
 import binascii
 import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from mcp_platform.mcp import jsonrpc
-from mcp_platform.mcp.calls import Relayed
-from mcp_platform.mcp.events import EventStore, StoredEvent
 from mcp_platform.mcp.host import Identity
 from mcp_platform.mcp.ids import UniqueIds
 from mcp_platform.mcp.jsonrpc import (
@@ -36,11 +33,10 @@ from mcp_platform.mcp.jsonrpc import (
     JsonRpcError,
     Message,
 )
-from mcp_platform.mcp.liveness import Producer, ProducerWatch
 from mcp_platform.mcp.stateless import Envelope, StatelessEngine
-from mcp_platform.mcp.transport import sse
 from mcp_platform.mcp.transport.listen import ListenStream
-from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, watch_disconnect
+from mcp_platform.mcp.transport.post_stream import PostStream, StreamOptions
+from mcp_platform.mcp.transport.responder import RequestFailed, Responder
 from mcp_platform.mcp.versions import (
     MODERN,
     MODERN_META_CAPABILITIES_KEY,
@@ -49,8 +45,8 @@ from mcp_platform.mcp.versions import (
 )
 
 ROUTING_HEADERS = ("mcp-method", "mcp-name", "mcp-protocol-version")
+# A request's stand-in session: where a background call's worker writes its messages.
 _session_ids = UniqueIds("stateless-")
-_stream_ids = UniqueIds("p")
 # Methods whose Mcp-Name header mirrors a parameter, and which parameter.
 NAMED_BY = {
     "tools/call": "name",
@@ -60,17 +56,6 @@ NAMED_BY = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
-# A long request's disconnect is watched for (cancellation) once it has run this long.
-WATCH_AFTER_SECONDS = 0.05
-
-
-class StatelessProblem(Exception):
-    """Answer the request with this JSON-RPC error (its HTTP status included)."""
-
-    def __init__(self, error: JsonRpcError, request_id: jsonrpc.RequestId | None) -> None:
-        super().__init__(error.message)
-        self.error = error
-        self.request_id = request_id
 
 
 def decode_header_value(value: str) -> str | None:
@@ -100,135 +85,24 @@ def _same(header: str | None, value: Any) -> bool:
     return isinstance(value, str) and header == value
 
 
-@dataclass
-class StatelessResponse:
-    """The answer stream of one stateless request: JSON if the answer is all there is, else
-    SSE (its progress and log messages, then the answer). A background call's worker writes
-    to an event log that only this request reads (``relay``); nothing is kept for resuming."""
-
-    responder: Responder
-    receive: Receive
-    events: EventStore
-    keepalive_seconds: float
-    watch: ProducerWatch
-    session_id: str = field(default_factory=lambda: _session_ids.next())
-    stream_id: str = field(default_factory=lambda: _stream_ids.next())
-    _sse: bool = False
-    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
-    _timer: asyncio.TimerHandle | None = None
-    _on_disconnect: list[Callable[[], None]] = field(default_factory=list)
-
-    async def open(self) -> str:
-        async with self._lock:
-            await self._ensure_sse()
-        return "0-0"
-
-    async def send(self, message: dict[str, Any]) -> None:
-        async with self._lock:
-            await self._ensure_sse()
-            await self.responder.write(sse.event(jsonrpc.dumps(message)))
-
-    async def close_early(self) -> None:
-        """Not in this revision: the answer could not be fetched again."""
-
-    async def relay(self, after: str) -> Relayed:
-        async def watch() -> bool:
-            await self.watch.check(self.session_id, self.stream_id)
-            return False  # a client that leaves cancels the call (on_disconnect)
-
-        follow = self.events.follow(
-            self.session_id, self.stream_id, after, watch=watch, watch_every=self.watch.interval
-        )
-        async for event in follow:
-            if event.final:
-                return Relayed(event)
-            await self._forward(event)
-        raise AssertionError("event log ended without a final event")  # follow() only returns after one
-
-    async def hand_over(self, run_id: str) -> None:
-        """A worker runs the call: its death or overrun is noticed while this relays."""
-        await self.watch.liveness.claim(
-            self.session_id, self.stream_id, Producer(run_id=run_id), self.events.ttl_seconds
-        )
-
-    async def _forward(self, event: StoredEvent) -> None:
-        if event.data:
-            async with self._lock:
-                await self._ensure_sse()
-                await self.responder.write(sse.event(event.data))
-
-    def on_disconnect(self, callback: Callable[[], None]) -> None:
-        self._on_disconnect.append(callback)
-        if self._timer is None and not self._tasks:
-            self._timer = asyncio.get_running_loop().call_later(WATCH_AFTER_SECONDS, self._watch)
-
-    def _watch(self) -> None:
-        self._timer = None
-        self._tasks.append(asyncio.ensure_future(self._disconnected()))
-
-    async def _disconnected(self) -> None:
-        await watch_disconnect(self.receive, self.responder)
-        for callback in self._on_disconnect:
-            callback()
-
-    async def _ensure_sse(self) -> None:
-        if self._sse:
-            return
-        self._sse = True
-        await self.responder.start(200, list(sse.HEADERS))
-        self._tasks.append(asyncio.ensure_future(_keepalive(self.responder, self.keepalive_seconds)))
-        if self._timer is None and self._on_disconnect and len(self._tasks) == 1:
-            self._watch()
-
-    async def finish(self, response: dict[str, Any] | None, status: int = 200) -> None:
-        async with self._lock:
-            self.stop()
-            if not self._sse:
-                if response is None:
-                    await self.responder.whole(202, b"", [])
-                else:
-                    await self.responder.json(status, response)
-                return
-            if response is not None:
-                await self.responder.write(sse.event(jsonrpc.dumps(response)))
-            await self.responder.end()
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        for task in self._tasks:
-            task.cancel()
-
-
-async def _keepalive(responder: Responder, interval: float) -> None:
-    while responder.open:
-        await asyncio.sleep(interval)
-        await responder.write(sse.KEEPALIVE)
-
-
 class StatelessHttp:
     """The POST of a stateless request, after the checks every POST shares."""
 
     def __init__(
         self,
         engine: StatelessEngine,
-        events: EventStore,
+        streams: StreamOptions,
         *,
-        keepalive_seconds: float,
         register_listener: Callable[[ListenStream], Any],
         authorize: Callable[[Identity, Message], None],
-        watch: ProducerWatch,
     ) -> None:
-        """``authorize`` raises the transport's 403 when the credential may not send a
-        method at all (an OAuth token without the scope it needs), as on the legacy leg."""
+        """``streams``: how answer streams behave here (not resumable, cancelled by a client
+        that leaves). ``authorize`` raises the transport's 403 when the credential may not
+        send a method at all (an OAuth token without the scope it needs), as on the legacy leg."""
         self.engine = engine
-        self.events = events
-        self.keepalive_seconds = keepalive_seconds
+        self.streams = streams
         self._register_listener = register_listener
         self._authorize = authorize
-        self.watch = watch
 
     async def post(
         self,
@@ -236,7 +110,6 @@ class StatelessHttp:
         headers: dict[str, str],
         raw_headers: Iterable[tuple[bytes, bytes]],
         payload: Any,
-        receive: Receive,
         responder: Responder,
     ) -> None:
         request_id = payload.get("id") if isinstance(payload, dict) and jsonrpc.is_valid_id(payload.get("id")) else None
@@ -251,15 +124,15 @@ class StatelessHttp:
             await responder.json(exc.http_status if exc.http_status != 200 else 400, jsonrpc.error(request_id, exc))
             return
         if message.method == "subscriptions/listen":
-            await self._listen(identity, message, envelope, receive, responder)
+            await self._listen(identity, message, envelope, responder)
             return
-        stream = StatelessResponse(responder, receive, self.events, self.keepalive_seconds, self.watch)
+        stream = PostStream(responder, self.streams, _session_ids.next())
         try:
             answer = await self.engine.handle(identity, message, envelope, stream)
             if isinstance(answer, JsonRpcError):
                 await stream.finish(jsonrpc.error(message.id, answer), answer.http_status)
             else:
-                await stream.finish(cast("dict[str, Any] | None", answer))
+                await stream.finish(answer)
         except Exception as exc:
             raise RequestFailed(message.id) from exc
         finally:
@@ -357,9 +230,7 @@ class StatelessHttp:
 
     # --- subscriptions/listen --------------------------------------------------------
 
-    async def _listen(
-        self, identity: Identity, message: Message, envelope: Envelope, receive: Receive, responder: Responder
-    ) -> None:
+    async def _listen(self, identity: Identity, message: Message, envelope: Envelope, responder: Responder) -> None:
         wanted = message.params.get("notifications")
         if not isinstance(wanted, dict):
             error = JsonRpcError(INVALID_PARAMS, "params.notifications (an object) is required", http_status=400)
@@ -375,4 +246,4 @@ class StatelessHttp:
             follows_tasks=envelope.has_extension(TASKS_EXTENSION),
         )
         with contextlib.suppress(asyncio.CancelledError):
-            await stream.run(receive, self._register_listener)
+            await stream.run(self._register_listener)
