@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from django.db.models import Model, Q, QuerySet
 
@@ -95,9 +95,3 @@ def chunks(queryset: QuerySet[M], time_field: str, size: int) -> Iterator[list[M
         if page.older is None:
             return
         cursor = page.older
-
-
-def fetch_chunk(queryset: QuerySet[M], time_field: str, size: int, after: Cursor | None) -> tuple[list[M], Any]:
-    """One chunk and the cursor of the next (None when this was the last): for async loops."""
-    page = page_of(queryset, time_field, size=size, after=after)
-    return page.rows, page.older

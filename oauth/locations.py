@@ -14,7 +14,6 @@ from django.conf import settings
 from django.http import HttpRequest
 
 PRM_PREFIX = "/.well-known/oauth-protected-resource"
-AS_METADATA_PREFIX = "/.well-known/oauth-authorization-server"
 
 
 def canonical_origin(origin: str) -> str:
@@ -46,16 +45,3 @@ def resource_metadata_url(origin: str, slug: str) -> str:
 def issuer_url(origin: str, slug: str) -> str:
     """The embedded authorization server's issuer for this tenant."""
     return f"{canonical_origin(origin)}/oauth/{slug}"
-
-
-def issuer_metadata_url(origin: str, slug: str) -> str:
-    return f"{canonical_origin(origin)}{AS_METADATA_PREFIX}/oauth/{slug}"
-
-
-def issuer_base_and_slug(issuer: str) -> tuple[str, str] | None:
-    """(origin, slug) of an embedded issuer URL, or None when it is not shaped like one."""
-    parts = urlsplit(issuer)
-    segments = parts.path.split("/")
-    if parts.scheme not in ("http", "https") or len(segments) != 3 or segments[1] != "oauth" or not segments[2]:
-        return None
-    return f"{parts.scheme}://{parts.netloc}", segments[2]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -32,11 +35,22 @@ def _failed(request: HttpRequest, message: str, status: int = 400) -> HttpRespon
     return render(request, "staff_auth/sso_error.html", {"message": message}, status=status)
 
 
-@require_GET
-@never_cache
+def _sso_step(view: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """A step of the sign-in: GET only, never cached, and absent until single sign-on is configured."""
+
+    @require_GET
+    @never_cache
+    @functools.wraps(view)
+    def step(request: HttpRequest) -> HttpResponse:
+        if not oidc.configured():
+            raise Http404("single sign-on is not configured")
+        return view(request)
+
+    return step
+
+
+@_sso_step
 def sso_start(request: HttpRequest) -> HttpResponse:
-    if not oidc.configured():
-        raise Http404("single sign-on is not configured")
     next_url = request.GET.get("next", "")
     if not url_has_allowed_host_and_scheme(next_url, {request.get_host()}, require_https=request.is_secure()):
         next_url = ""
@@ -54,11 +68,8 @@ def sso_start(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(url)
 
 
-@require_GET
-@never_cache
+@_sso_step
 def sso_callback(request: HttpRequest) -> HttpResponse:
-    if not oidc.configured():
-        raise Http404("single sign-on is not configured")
     state = request.GET.get("state", "")
     if not state or request.session.get(SESSION_STATE) != state:
         return _failed(request, "This sign-in was not started in this browser. Start again.")

@@ -37,6 +37,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from tenants.models import ApiKey, Tenant
 from tenants.services import api_key_create
 from tests.mcp.live import LiveServer, start_server
+from tests.tools_app.admin_forms import rule_data, tool_data
 from tools_app.backends.python.registry import is_offered
 from tools_app.catalog.models import AccessRule, Tool
 
@@ -127,35 +128,21 @@ def register_greet_in_the_admin(django_db_blocker: Any) -> None:
     with django_db_blocker.unblock():
         admin = DjangoClient()
         admin.force_login(get_user_model().objects.get(username="admin"))
-        tool = {
-            "tenant": "",
-            "name": "greet",
-            "title": "",
-            "description": "Greets someone by name.",
-            "enabled": "on",
-            "input_schema": json.dumps(
+        tool = tool_data(
+            name="greet",
+            title="",
+            description="Greets someone by name.",
+            input_schema=json.dumps(
                 {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
             ),
-            "output_schema": "",
-            "read_only_hint": "unknown",
-            "destructive_hint": "unknown",
-            "idempotent_hint": "unknown",
-            "open_world_hint": "unknown",
-            "icons": "",
-            "tags": "",
-            "backend_kind": "python",
-            "handler": "acme.greet",
-            "backend_config": "",
-            "execution_mode": "inline",
-            "task_support": "forbidden",
-            "timeout_seconds": "30",
-            "confirmation": "destructive",
-        }
+            read_only_hint="unknown",
+            tags="",
+            handler="acme.greet",
+        )
         response = admin.post(reverse("admin:tools_app_tool_add"), tool)
         assert response.status_code == 302, response.context["adminform"].form.errors
         greet = Tool.objects.get(name="greet", tenant=None)
-        rule = {"effect": "allow", "tool": greet.pk, "tool_pattern": "", "tenant": Tenant.objects.get(slug="demo").pk}
-        rule |= {"owner": "", "scopes": "", "enabled": "on", "note": "README: your first tool"}
+        rule = rule_data(tool=greet.pk, tenant=Tenant.objects.get(slug="demo").pk, note="README: your first tool")
         assert admin.post(reverse("admin:tools_app_accessrule_add"), rule).status_code == 302
 
 

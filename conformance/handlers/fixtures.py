@@ -27,6 +27,10 @@ WAV_SILENCE = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 STEP_SECONDS = 0.05
 
 
+def _embedded(uri: str, mime_type: str, text: str) -> dict[str, Any]:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text}}
+
+
 @tool_handler("conformance.simple_text", catalogs=EVERY_CATALOG)
 async def simple_text(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return "This is a simple text response for testing."
@@ -44,25 +48,15 @@ async def audio(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, A
 
 @tool_handler("conformance.embedded_resource", catalogs=EVERY_CATALOG)
 async def embedded_resource(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    resource = {
-        "uri": "test://embedded-resource",
-        "mimeType": "text/plain",
-        "text": "This is an embedded resource content.",
-    }
-    return [{"type": "resource", "resource": resource}]
+    return [_embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")]
 
 
 @tool_handler("conformance.mixed", catalogs=EVERY_CATALOG)
 async def mixed(ctx: ToolContext, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-    resource = {
-        "uri": "test://mixed-content-resource",
-        "mimeType": "application/json",
-        "text": '{"test":"data","value":123}',
-    }
     return [
         {"type": "text", "text": "Multiple content types test:"},
         {"type": "image", "data": PNG_1PX, "mimeType": "image/png"},
-        {"type": "resource", "resource": resource},
+        _embedded("test://mixed-content-resource", "application/json", '{"test":"data","value":123}'),
     ]
 
 
@@ -192,26 +186,32 @@ async def reconnection(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return "Reconnection test completed"
 
 
-_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-def _fixture(name: str, handler: str, description: str, schema: dict[str, Any] | None = None) -> ToolDefinition:
+def fixture_tool(
+    name: str, handler: str, description: str, schema: dict[str, Any] | None = None, **options: Any
+) -> ToolDefinition:
+    """A tool of the suite's fixtures (every revision's: the 2026-07-28 and tasks ones too);
+    ``options`` are further ``ToolDefinition`` fields."""
     # The suite's fixtures change nothing, and the suite expects each call to run at once.
     return ToolDefinition(
-        name=name, handler=handler, description=description, input_schema=schema or dict(_NO_ARGS), confirmation="none"
+        name=name,
+        handler=handler,
+        description=description,
+        input_schema=schema or {"type": "object", "properties": {}},
+        confirmation="none",
+        **options,
     )
 
 
 TOOLS = [
-    _fixture("test_simple_text", "conformance.simple_text", "Returns a simple text response."),
-    _fixture("test_image_content", "conformance.image", "Returns a 1-pixel PNG image."),
-    _fixture("test_audio_content", "conformance.audio", "Returns a short WAV audio clip."),
-    _fixture("test_embedded_resource", "conformance.embedded_resource", "Returns an embedded text resource."),
-    _fixture("test_multiple_content_types", "conformance.mixed", "Returns text, an image and a resource."),
-    _fixture("test_tool_with_logging", "conformance.logging", "Emits three log messages while running."),
-    _fixture("test_error_handling", "conformance.error", "Always returns a tool error."),
-    _fixture("test_tool_with_progress", "conformance.progress", "Reports progress 0, 50 and 100 of 100."),
-    _fixture(
+    fixture_tool("test_simple_text", "conformance.simple_text", "Returns a simple text response."),
+    fixture_tool("test_image_content", "conformance.image", "Returns a 1-pixel PNG image."),
+    fixture_tool("test_audio_content", "conformance.audio", "Returns a short WAV audio clip."),
+    fixture_tool("test_embedded_resource", "conformance.embedded_resource", "Returns an embedded text resource."),
+    fixture_tool("test_multiple_content_types", "conformance.mixed", "Returns text, an image and a resource."),
+    fixture_tool("test_tool_with_logging", "conformance.logging", "Emits three log messages while running."),
+    fixture_tool("test_error_handling", "conformance.error", "Always returns a tool error."),
+    fixture_tool("test_tool_with_progress", "conformance.progress", "Reports progress 0, 50 and 100 of 100."),
+    fixture_tool(
         "test_sampling",
         "conformance.sampling",
         "Asks the client's model to answer the prompt (sampling).",
@@ -221,7 +221,7 @@ TOOLS = [
             "required": ["prompt"],
         },
     ),
-    _fixture(
+    fixture_tool(
         "test_elicitation",
         "conformance.elicitation",
         "Asks the user for a username and an email (elicitation).",
@@ -231,13 +231,15 @@ TOOLS = [
             "required": ["message"],
         },
     ),
-    _fixture(
+    fixture_tool(
         "test_elicitation_sep1034_defaults",
         "conformance.elicitation_defaults",
         "Elicits a form whose fields carry default values (SEP-1034).",
     ),
-    _fixture("test_elicitation_sep1330_enums", "conformance.elicitation_enums", "Elicits every enum form of SEP-1330."),
-    _fixture(
+    fixture_tool(
+        "test_elicitation_sep1330_enums", "conformance.elicitation_enums", "Elicits every enum form of SEP-1330."
+    ),
+    fixture_tool(
         "json_schema_2020_12_tool",
         "conformance.json_schema_2020_12",
         "Takes arguments described with JSON Schema 2020-12.",
@@ -265,7 +267,7 @@ TOOLS = [
             "additionalProperties": False,
         },
     ),
-    _fixture(
+    fixture_tool(
         "test_reconnection",
         "conformance.reconnection",
         "Closes its stream early and delivers the result on reconnection (SEP-1699).",

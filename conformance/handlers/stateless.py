@@ -14,7 +14,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from tools_app.catalog.definitions import PromptDefinition, ToolDefinition
+from conformance.handlers.fixtures import fixture_tool
+from tools_app.catalog.definitions import PromptDefinition
 from tools_app.catalog.models import Prompt, Tool
 from tools_app.catalog.services import catalog_entry_update
 from tools_app.handlers import EVERY_CATALOG, ToolContext, prompt_handler, tool_handler
@@ -129,43 +130,35 @@ async def echo_header(ctx: ToolContext, arguments: dict[str, Any]) -> str:
     return f"region={arguments.get('region')}"
 
 
-def _tool(name: str, handler: str, description: str, schema: dict[str, Any] | None = None) -> ToolDefinition:
-    return ToolDefinition(
-        name=name,
-        handler=handler,
-        description=description,
-        input_schema=schema or {"type": "object", "properties": {}},
-        confirmation="none",  # fixtures of the suite, which expects each call to run at once
-    )
-
-
 TOOLS = [
-    _tool("test_missing_capability", "conformance.missing_capability", "Needs the client's sampling capability."),
-    _tool("test_streaming_elicitation", "conformance.ask_name", "Asks the user's name (elicitation)."),
-    _tool("test_logging_tool", "conformance.logging", "Emits three log messages while running."),
-    _tool("test_trigger_tool_change", "conformance.trigger_tool_change", "Changes the tool list."),
-    _tool("test_trigger_prompt_change", "conformance.trigger_prompt_change", "Changes the prompt list."),
-    _tool("test_input_required_result_elicitation", "conformance.ask_name", "Asks the user's name (MRTR)."),
-    _tool("test_input_required_result_sampling", "conformance.ask_capital", "Asks the client's model (MRTR)."),
-    _tool("test_input_required_result_list_roots", "conformance.ask_roots", "Asks the client's roots (MRTR)."),
-    _tool(
+    fixture_tool(
+        "test_missing_capability", "conformance.missing_capability", "Needs the client's sampling capability."
+    ),
+    fixture_tool("test_streaming_elicitation", "conformance.ask_name", "Asks the user's name (elicitation)."),
+    fixture_tool("test_logging_tool", "conformance.logging", "Emits three log messages while running."),
+    fixture_tool("test_trigger_tool_change", "conformance.trigger_tool_change", "Changes the tool list."),
+    fixture_tool("test_trigger_prompt_change", "conformance.trigger_prompt_change", "Changes the prompt list."),
+    fixture_tool("test_input_required_result_elicitation", "conformance.ask_name", "Asks the user's name (MRTR)."),
+    fixture_tool("test_input_required_result_sampling", "conformance.ask_capital", "Asks the client's model (MRTR)."),
+    fixture_tool("test_input_required_result_list_roots", "conformance.ask_roots", "Asks the client's roots (MRTR)."),
+    fixture_tool(
         "test_input_required_result_request_state",
         "conformance.ask_confirmation",
         "Asks for a confirmation; the retry's requestState is checked (MRTR).",
     ),
-    _tool(
+    fixture_tool(
         "test_input_required_result_multiple_inputs",
         "conformance.ask_three",
         "Asks a name, a greeting and the roots in one round (MRTR).",
     ),
-    _tool("test_input_required_result_multi_round", "conformance.ask_twice", "Asks in two rounds (MRTR)."),
-    _tool("test_input_required_result_tampered_state", "conformance.ask_name", "Asks the user's name (MRTR)."),
-    _tool(
+    fixture_tool("test_input_required_result_multi_round", "conformance.ask_twice", "Asks in two rounds (MRTR)."),
+    fixture_tool("test_input_required_result_tampered_state", "conformance.ask_name", "Asks the user's name (MRTR)."),
+    fixture_tool(
         "test_input_required_result_capabilities",
         "conformance.ask_what_is_supported",
         "Asks only what the client declared it can answer (MRTR).",
     ),
-    _tool(
+    fixture_tool(
         "test_mcp_header_param",
         "conformance.echo_header",
         "Echoes the region its client mirrors in the Mcp-Param-Region header.",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from conformance.handlers.fixtures import fixture_tool
 from mcp_platform.mcp.jsonrpc import INTERNAL_ERROR, JsonRpcError
 from tools_app.catalog.definitions import ToolDefinition
 from tools_app.handlers import EVERY_CATALOG, ToolContext, ToolError, tool_handler
@@ -82,15 +83,15 @@ def _tool(
     execution_mode: str = "background",
     required: tuple[str, ...] = (),
 ) -> ToolDefinition:
-    return ToolDefinition(
-        name=name,
-        handler=handler,
-        description=description,
-        input_schema={"type": "object", "properties": properties or {}, "required": list(required)},
+    schema = {"type": "object", "properties": properties or {}, "required": list(required)}
+    return fixture_tool(
+        name,
+        handler,
+        description,
+        schema,
         task_support=task_support,
         execution_mode=execution_mode,
         timeout_seconds=120.0,
-        confirmation="none",  # fixtures of the suite, which expects each call to run at once
     )
 
 

@@ -3,16 +3,11 @@ upstream servers the test runs, and every path nginx writes under one directory.
 
 from __future__ import annotations
 
-import datetime
 import re
 import shutil
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
+from tests.certificates import throwaway_certificate
 from tests.deploy.conftest import ROOT
 
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
@@ -22,33 +17,10 @@ def nginx_binary() -> str | None:
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if Path(p).exists()), None)
 
 
-def throwaway_certificate(directory: Path, host: str = "toolbay.example.com") -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host), x509.DNSName("localhost")]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 def write_config(directory: Path, *, listen_port: int, upstream_ports: list[int], static_root: Path) -> Path:
     """nginx.conf for ``nginx -c``: deploy/nginx.conf inside an http block, substituted. Its
     access log names the upstream each request went to (the test reads it)."""
-    cert, key = throwaway_certificate(directory)
+    cert, key = throwaway_certificate(directory, "toolbay.example.com", also=("localhost",))
     site = NGINX_CONF.read_text()
     site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{listen_port} ssl;")
     site = site.replace("/etc/ssl/certs/toolbay.example.com.pem", str(cert))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.certificates import throwaway_certificate
 from tests.deploy.conftest import ROOT
-from tests.deploy.nginx import throwaway_certificate
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
@@ -77,7 +77,7 @@ def tls_redis(tmp_path: Path):
     server = shutil.which("redis-server")
     if server is None:
         pytest.skip("redis-server is not installed (make test installs it)")
-    cert, key = throwaway_certificate(tmp_path, host="localhost")
+    cert, key = throwaway_certificate(tmp_path, "localhost")
     port = _free_port()
     log = tmp_path / "redis.log"
     process = subprocess.Popen(

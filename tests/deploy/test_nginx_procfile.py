@@ -44,6 +44,7 @@ from audit.journal import JOURNAL_KEY
 from tests.deploy.conftest import ROOT, VENV_BIN
 from tests.deploy.nginx import nginx_binary, write_config
 from tests.deploy.test_files import procfile
+from tests.load import Tally, call_until_stopped
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
@@ -414,40 +415,6 @@ def test_a_background_call_runs_on_a_worker(deployment):
     assert len(names) == len(workers)
 
 
-@dataclass
-class Tally:
-    answered: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-async def _client(deployment: Deployment, label: str, stop: asyncio.Event, tally: Tally) -> None:
-    """Calls countdown (progress on an SSE stream), echo (a JSON answer) and slow_count (on a
-    worker, relayed on an SSE stream) in turn until told to stop."""
-    try:
-        async with Client(
-            streamable_http_client(f"{deployment.url}/mcp/demo", http_client=_http(deployment)), mode="legacy"
-        ) as client:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                if n % 3 == 1:
-                    result = await client.call_tool("countdown", {"n": 2})
-                    expected = "Countdown from 2 finished."
-                elif n % 3 == 2:
-                    result = await client.call_tool("echo", {"text": f"{label}-{n}"})
-                    expected = f"{label}-{n}"
-                else:
-                    result = await client.call_tool("slow_count", {"count": 3})
-                    expected = "Counted to 3."
-                text = result.content[0].text  # type: ignore[union-attr]
-                if result.is_error or text != expected:
-                    tally.errors.append(f"{label} call {n}: {text}")
-                else:
-                    tally.answered += 1
-    except Exception as exc:  # a client-visible error is what this test counts
-        tally.errors.append(f"{label}: {exc!r}")
-
-
 def _tool_rows(deployment: Deployment) -> int:
     with psycopg.connect(deployment.database_url) as conn:
         row = conn.execute("SELECT count(*) FROM audit_invocation WHERE kind = 'tool'").fetchone()
@@ -467,7 +434,14 @@ def test_rolling_restart_of_both_web_processes_under_load(deployment):
 
     async def scenario() -> None:
         stop = asyncio.Event()
-        clients = [asyncio.ensure_future(_client(deployment, f"c{i}", stop, tally)) for i in range(CLIENTS)]
+        clients = [
+            asyncio.ensure_future(
+                call_until_stopped(
+                    f"{deployment.url}/mcp/demo", _http(deployment), f"c{i}", stop, tally, countdown=2, count=3
+                )
+            )
+            for i in range(CLIENTS)
+        ]
 
         async def load(more: int) -> None:
             answered = tally.answered

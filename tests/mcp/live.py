@@ -47,6 +47,23 @@ def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> Non
             process.wait()
 
 
+def _spawn(
+    tmp_dir: Path, name: str, command: list[str], extra_env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """Starts ``command`` in the project's folder on the test database and Redis, its output
+    in ``<tmp_dir>/<name>.log``."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        **extra_env,
+    }
+    log_path = tmp_dir / f"{name}.log"
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_path.open("wb"), stderr=subprocess.STDOUT)
+    return process, log_path
+
+
 @dataclass
 class LiveServer:
     url: str
@@ -66,10 +83,6 @@ def start_server(
     """``port``: serve on that port (a restarted server takes its predecessor's place)."""
     port = port or free_port()
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
         "CHANNEL_LAYER_PREFIX": os.environ["CHANNEL_LAYER_PREFIX"],
         "MCP_PAGE_SIZE": str(LIVE_PAGE_SIZE),
         "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
@@ -78,8 +91,9 @@ def start_server(
         "MCP_MAX_BODY_BYTES": "65536",
         **(extra_env or {}),
     }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
+    process, log_path = _spawn(
+        tmp_dir,
+        name,
         [
             sys.executable,
             "-m",
@@ -96,10 +110,7 @@ def start_server(
             "--forwarded-allow-ips",
             os.environ.get("TOOLBAY_TRUSTED_PROXIES", ""),
         ],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
+        env,
     )
     server = LiveServer(f"http://127.0.0.1:{port}", process, log_path)
 
@@ -137,22 +148,9 @@ class LiveWriter:
 
 
 def start_audit_writer(tmp_dir: Path, name: str = "audit-writer") -> LiveWriter:
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        # Rows a killed writer took are taken over quickly.
-        "AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1",
-    }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
-        [sys.executable, "manage.py", "audit_writer"],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
+    # Rows a killed writer took are taken over quickly.
+    env = {"AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1"}
+    process, log_path = _spawn(tmp_dir, name, [sys.executable, "manage.py", "audit_writer"], env)
     return LiveWriter(process, log_path)
 
 
@@ -168,17 +166,14 @@ class LiveWorker:
 
 def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str] | None = None) -> LiveWorker:
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "mcp_platform.settings",
-        "DATABASE_URL": database_url(),
-        "REDIS_URL": settings.REDIS_URL,
         "MCP_CANCEL_GRACE_SECONDS": "0.5",
         "MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "10",
         "TOOLBAY_RETRY_BACKOFF_SECONDS": "0.05",
         **(extra_env or {}),
     }
-    log_path = tmp_dir / f"{name}.log"
-    process = subprocess.Popen(
+    process, log_path = _spawn(
+        tmp_dir,
+        name,
         [
             sys.executable,
             "-m",
@@ -200,10 +195,7 @@ def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str
             "-l",
             "INFO",
         ],
-        cwd=ROOT,
-        env=env,
-        stdout=log_path.open("wb"),
-        stderr=subprocess.STDOUT,
+        env,
     )
     worker = LiveWorker(name, process, log_path)
 

@@ -15,18 +15,16 @@ import os
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from audit.models import Invocation
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
+from tests.load import Tally, call_until_stopped
 from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.mcp.proxy import FailoverProxy
 from tests.poll import wait_for, wait_for_async
@@ -41,12 +39,6 @@ ROUNDS = int(os.environ.get("TOOLBAY_SOAK_ROUNDS", "1"))
 SERVER_ENV = {"TOOLBAY_HEARTBEAT_SECONDS": "0.5"}
 
 
-@dataclass
-class Tally:
-    answered: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
 @pytest.fixture
 def world(live_world: Any, live_audit_writer: Any, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
@@ -58,32 +50,9 @@ def world(live_world: Any, live_audit_writer: Any, django_db_blocker: Any) -> It
         Tenant.objects.filter(slug=SLUG).delete()
 
 
-async def _client(url: str, key: str, label: str, stop: asyncio.Event, tally: Tally) -> None:
-    """Calls countdown (progress on an SSE stream), echo (a JSON answer) and slow_count (on a
-    worker, relayed on an SSE stream) in turn until told to stop."""
+def _http(key: str) -> httpx2.AsyncClient:
     limits = httpx2.Limits(max_keepalive_connections=0)  # one request per connection (the proxy's rule)
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30, limits=limits)
-    try:
-        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
-            n = 0
-            while not stop.is_set():
-                n += 1
-                if n % 3 == 1:
-                    result = await client.call_tool("countdown", {"n": 3})
-                    expected = "Countdown from 3 finished."
-                elif n % 3 == 2:
-                    result = await client.call_tool("echo", {"text": f"{label}-{n}"})
-                    expected = f"{label}-{n}"
-                else:
-                    result = await client.call_tool("slow_count", {"count": 4})
-                    expected = "Counted to 4."
-                text = result.content[0].text  # type: ignore[union-attr]
-                if result.is_error or text != expected:
-                    tally.errors.append(f"{label} call {n}: {text}")
-                else:
-                    tally.answered += 1
-    except Exception as exc:  # a client-visible error is what this test counts
-        tally.errors.append(f"{label}: {exc!r}")
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30, limits=limits)
 
 
 def _restart(server: LiveServer, tmp: Path, name: str) -> LiveServer:
@@ -109,7 +78,12 @@ def test_rolling_restart_under_load_loses_nothing(orm, world, live_workers, tmp_
             async def scenario() -> None:
                 stop = asyncio.Event()
                 url = f"{proxy.url}/mcp/{SLUG}"
-                clients = [asyncio.ensure_future(_client(url, world, f"c{i}", stop, tally)) for i in range(CLIENTS)]
+                clients = [
+                    asyncio.ensure_future(
+                        call_until_stopped(url, _http(world), f"c{i}", stop, tally, countdown=3, count=4)
+                    )
+                    for i in range(CLIENTS)
+                ]
                 for turn in range(ROUNDS * len(servers)):
                     await _more_answers(tally)  # load on both servers before each restart
                     i = turn % len(servers)

@@ -4,8 +4,6 @@ served as OIDC metadata and a JWKS) and an HTTPS server for client ID metadata d
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import ssl
 import threading
@@ -15,12 +13,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from joserfc import jwt
 from joserfc.jwk import KeySet, RSAKey, generate_key
+
+from tests.certificates import throwaway_certificate
 
 
 class _Server:
@@ -130,35 +126,11 @@ class ExternalIssuer:
         self.server.stop()
 
 
-def _self_signed(directory: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "cimd-cert.pem", directory / "cimd-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path
-
-
 class MetadataDocumentHost:
     """HTTPS on loopback serving client ID metadata documents (``documents[path] = {...}``)."""
 
     def __init__(self, directory: Path) -> None:
-        self.cert_path, key_path = _self_signed(directory)
+        self.cert_path, key_path = throwaway_certificate(directory, "127.0.0.1", stem="cimd-")
         tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         tls.load_cert_chain(self.cert_path, key_path)
         self.documents: dict[str, dict[str, Any]] = {}

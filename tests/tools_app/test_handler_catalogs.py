@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
+from tests.tools_app.admin_forms import tool_data
 from tools_app.backends.python.checks import check_handler_bindings
 from tools_app.backends.python.registry import EVERY_CATALOG, Registration, names_of, register
 from tools_app.catalog.models import Tool
@@ -57,35 +57,13 @@ def test_platform_admins_are_offered_every_handler(admin_client: Client) -> None
     assert handler_choices(admin_client) == names_of("tool")
 
 
-def tool_data(tenant: Any, handler: str) -> dict[str, Any]:
-    return {
-        "tenant": tenant,
-        "name": "bound",
-        "description": "Bound to a handler.",
-        "enabled": "on",
-        "input_schema": json.dumps({"type": "object"}),
-        "output_schema": "",
-        "read_only_hint": "unknown",
-        "destructive_hint": "unknown",
-        "idempotent_hint": "unknown",
-        "open_world_hint": "unknown",
-        "icons": "",
-        "tags": "",
-        "backend_kind": "python",
-        "handler": handler,
-        "backend_config": "",
-        "execution_mode": "inline",
-        "task_support": "forbidden",
-        "timeout_seconds": "30",
-        "confirmation": "none",
-    }
-
-
 @pytest.mark.parametrize("handler", ["conformance.trigger_tool_change", "no.such.handler"])
 def test_a_tenant_admin_posting_a_platform_only_handler_is_refused(
     acme_admin_client: Client, acme: Any, handler: str
 ) -> None:
-    response = acme_admin_client.post(reverse("admin:tools_app_tool_add"), tool_data(acme.pk, handler))
+    response = acme_admin_client.post(
+        reverse("admin:tools_app_tool_add"), tool_data(tenant=acme.pk, name="bound", handler=handler)
+    )
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
     # The same answer for a handler that exists elsewhere as for one that does not.
@@ -94,13 +72,17 @@ def test_a_tenant_admin_posting_a_platform_only_handler_is_refused(
 
 
 def test_a_tenant_admin_binds_a_handler_offered_to_their_tenant(acme_admin_client: Client, acme: Any) -> None:
-    response = acme_admin_client.post(reverse("admin:tools_app_tool_add"), tool_data(acme.pk, "testing.acme_only"))
+    response = acme_admin_client.post(
+        reverse("admin:tools_app_tool_add"), tool_data(tenant=acme.pk, name="bound", handler="testing.acme_only")
+    )
     assert response.status_code == 302
     assert Tool.objects.get(name="bound").backend_config == {"handler": "testing.acme_only"}
 
 
 def test_the_platform_admin_binds_a_platform_only_handler(admin_client: Client) -> None:
-    response = admin_client.post(reverse("admin:tools_app_tool_add"), tool_data("", "conformance.trigger_tool_change"))
+    response = admin_client.post(
+        reverse("admin:tools_app_tool_add"), tool_data(name="bound", handler="conformance.trigger_tool_change")
+    )
     assert response.status_code == 302
     assert Tool.objects.get(name="bound").tenant is None
 

@@ -4,7 +4,8 @@ compose file's ``migrate`` service, the Procfile's ``release``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core import checks
@@ -13,6 +14,8 @@ from django.db.models import Q
 
 from tools_app.catalog.models import Tool
 from tools_app.catalog.validation import WORKER_SLACK_SECONDS, longest_worker_timeout, visibility_timeout
+
+T = TypeVar("T")
 
 
 def tools_outliving_the_broker() -> list[Tool]:
@@ -41,12 +44,17 @@ def tool_timeout_problem() -> str:
     )
 
 
+def read_catalog_for_check(databases: Any, read: Callable[[], T]) -> T | None:
+    """What ``read`` finds in the catalog for a database check, or None when it may not look."""
+    if not databases:
+        return None  # Django runs checks that read the database only when asked to (migrate, check --database)
+    try:
+        return read()
+    except DatabaseError:
+        return None  # no catalog yet: migrate checks before it migrates, and the next start checks again
+
+
 @checks.register(checks.Tags.database)
 def check_tool_timeouts(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    if not databases:
-        return []  # Django runs checks that read the database only when asked to (migrate, check --database)
-    try:
-        problem = tool_timeout_problem()
-    except DatabaseError:
-        return []  # no catalog yet: migrate checks before it migrates, and the next start checks again
+    problem = read_catalog_for_check(databases, tool_timeout_problem)
     return [checks.Error(problem, id="tools_app.E001")] if problem else []

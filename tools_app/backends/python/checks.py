@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core import checks
-from django.db import DatabaseError
 
 from tools_app.backends.python.registry import HandlerKind, is_offered
+from tools_app.catalog.checks import read_catalog_for_check
 from tools_app.catalog.models import Prompt, Resource, ResourceTemplate, Tool
 
 ENTRY_HANDLER_KINDS: tuple[tuple[type[Tool | Resource | ResourceTemplate | Prompt], HandlerKind], ...] = (
@@ -38,12 +38,7 @@ def bindings_not_offered() -> list[str]:
 
 @checks.register(checks.Tags.database)
 def check_handler_bindings(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    if not databases:
-        return []  # Django runs checks that read the database only when asked to (migrate, check --database)
-    try:
-        found = bindings_not_offered()
-    except DatabaseError:
-        return []  # no catalog yet: migrate checks before it migrates
+    found = read_catalog_for_check(databases, bindings_not_offered)
     if not found:
         return []
     return [
