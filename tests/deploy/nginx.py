@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from tests.certificates import throwaway_certificate
-from tests.deploy.conftest import ROOT
+from tests.deploy.deployment import ROOT
 
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 

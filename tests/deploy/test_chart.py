@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import CHART, KUBE_VERSIONS, SECRETS, VALUE_SETS, render
+from tests.deploy.deployment import CHART, KUBE_VERSIONS, SECRETS, VALUE_SETS, render
 
 pytestmark = pytest.mark.deploy_check
 

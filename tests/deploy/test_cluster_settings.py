@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from tests.certificates import throwaway_certificate
-from tests.deploy.conftest import ROOT
+from tests.deploy.deployment import ROOT
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live

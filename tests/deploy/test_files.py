@@ -11,21 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.conftest import ROOT, VENV_BIN
+from tests.deploy.deployment import ROOT, VENV_BIN, procfile
 from tests.deploy.nginx import nginx_binary, write_config
 
 pytestmark = pytest.mark.deploy_check
 
 DEPLOY = ROOT / "deploy"
-
-
-def procfile() -> dict[str, str]:
-    entries = {}
-    for line in (DEPLOY / "Procfile").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            name, command = line.split(":", 1)
-            entries[name.strip()] = command.strip()
-    return entries
 
 
 def test_dockerfile_passes_hadolint():

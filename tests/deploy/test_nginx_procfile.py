@@ -41,9 +41,8 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from audit.journal import JOURNAL_KEY
-from tests.deploy.conftest import ROOT, VENV_BIN
+from tests.deploy.deployment import ROOT, VENV_BIN, procfile
 from tests.deploy.nginx import nginx_binary, write_config
-from tests.deploy.test_files import procfile
 from tests.load import Tally, call_until_stopped
 from tests.poll import wait_for
 
