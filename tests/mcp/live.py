@@ -13,13 +13,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import redis
 from django.conf import settings
 from django.db import connection
 
+from audit.journal import JOURNAL_KEY
+from audit.writer import GROUP
 from tests.poll import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_PAGE_SIZE = 3
+
+
+def journal_drained() -> bool:
+    """Every invocation row the servers journaled is in PostgreSQL (the stream is empty and no
+    entry is pending with a writer). A test that deletes its tenant waits for this first: a row
+    the writer inserts after the delete began would reference a tenant that is going away."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        return bool(client.xlen(JOURNAL_KEY) == 0 and client.xpending(JOURNAL_KEY, GROUP)["pending"] == 0)
+    except redis.ResponseError:  # no stream or group yet: nothing was journaled
+        return True
+    finally:
+        client.close()
 
 
 def free_port() -> int:

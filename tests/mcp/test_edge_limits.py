@@ -20,7 +20,7 @@ from audit.models import Invocation
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.live import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, journal_drained, start_server, stop_together
 from tests.mcp.wire import INIT_PARAMS, McpSession, headers, note, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
@@ -65,6 +65,7 @@ def edge_key(live_world: Any, django_db_blocker: Any) -> Iterator[str]:
         _, raw = api_key_create(tenant=tenant, name="edge")
     yield raw
     with django_db_blocker.unblock():
+        wait_for(journal_drained, timeout=30, message="the audit writer to write every journaled row")
         Tenant.objects.filter(slug=SLUG).delete()
         Tool.objects.filter(pk=tool.pk).delete()
 

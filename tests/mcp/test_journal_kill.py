@@ -17,15 +17,11 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
-from django.conf import settings
 
-from audit.journal import JOURNAL_KEY
 from audit.models import Invocation
-from audit.writer import GROUP
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.live import LiveServer, start_audit_writer, start_server
+from tests.mcp.live import LiveServer, journal_drained, start_audit_writer, start_server
 from tests.mcp.wire import INIT_PARAMS, headers, note, rpc
 from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.services import access_rule_grant_pattern
@@ -44,6 +40,7 @@ def world(django_db_setup: Any, django_db_blocker: Any, live_world: Any, live_au
         _, raw = api_key_create(tenant=tenant, name="kill test")
     yield tenant, raw
     with django_db_blocker.unblock():
+        wait_for(journal_drained, timeout=30, message="the audit writer to write every journaled row")
         Tenant.objects.filter(slug=SLUG).delete()
 
 
@@ -71,10 +68,6 @@ async def _answered(answered: list[str], count: int) -> None:
     await wait_for_async(
         lambda: len(answered) >= count, timeout=30, message=lambda: f"{count} answered calls ({len(answered)})"
     )
-
-
-def _drained(client: redis.Redis) -> bool:
-    return client.xlen(JOURNAL_KEY) == 0 and client.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
 
 
 def test_sigkill_of_a_server_and_a_writer_loses_and_doubles_no_row(world, tmp_path, django_db_blocker):
@@ -109,9 +102,7 @@ def test_sigkill_of_a_server_and_a_writer_loses_and_doubles_no_row(world, tmp_pa
         doomed_writer.stop()
 
     # The session's audit writer takes over what the killed one held, and writes the rest.
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    wait_for(lambda: _drained(client), timeout=30, interval=0.2, message="the audit journal to be drained")
-    client.close()
+    wait_for(journal_drained, timeout=30, interval=0.2, message="the audit journal to be drained")
 
     with django_db_blocker.unblock():
         texts = Counter(

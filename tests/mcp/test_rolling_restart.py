@@ -25,7 +25,7 @@ from audit.models import Invocation
 from tenants.models import Tenant
 from tenants.services import api_key_create, tenant_create
 from tests.load import Tally, call_until_stopped
-from tests.mcp.live import LiveServer, start_server, stop_together
+from tests.mcp.live import LiveServer, journal_drained, start_server, stop_together
 from tests.mcp.proxy import FailoverProxy
 from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.services import access_rule_grant_pattern
@@ -47,6 +47,7 @@ def world(live_world: Any, live_audit_writer: Any, django_db_blocker: Any) -> It
         _, raw = api_key_create(tenant=tenant, name="rolling")
     yield raw
     with django_db_blocker.unblock():
+        wait_for(journal_drained, timeout=30, message="the audit writer to write every journaled row")
         Tenant.objects.filter(slug=SLUG).delete()
 
 
