@@ -110,7 +110,7 @@ def read_source(*, text: str | bytes | None = None, url: str = "", path: str = "
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.").lower()[:60] or "api"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-._").lower()[:60] or "api"
 
 
 def _source_name(document: dict[str, Any], options: ImportOptions) -> str:
