@@ -42,7 +42,11 @@ class OpenApiOperation(models.Model):
     tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="openapi_operation")
     operation = models.CharField(max_length=1000, help_text='The method and path, e.g. "GET /pets/{id}".')
     operation_id = models.CharField(max_length=500, blank=True)
-    definition = models.JSONField(help_text="The tool's fields as the document defined them at the last import.")
+    # A hash, not a copy: the kept document and ``source_definition`` give the definition again,
+    # and a copy of every schema doubled the writes of a large import.
+    definition_sha256 = models.CharField(
+        max_length=64, help_text="Hash of the tool's fields as the document defined them at the last import."
+    )
     source_definition = models.JSONField(help_text="The operation as the document has it.")
 
     class Meta:

@@ -288,7 +288,7 @@ class OperationReader:
         summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
         description = operation.get("description") if isinstance(operation.get("description"), str) else ""
         fields: dict[str, Any] = {
-            "name": tool_name(raw_name or f"{method}_{path}", self.prefix, taken),
+            "name": tool_name(raw_name or f"{method}{path}", self.prefix, taken),
             "title": " ".join(summary.split())[:200],
             "description": (description or summary).strip() or f"{label} ({self._title()})",
             "input_schema": input_schema,

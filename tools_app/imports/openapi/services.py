@@ -9,6 +9,7 @@ accepted for the command's contract; an admin running an import is its approval)
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -243,19 +244,19 @@ def openapi_import(
     new_links: list[OpenApiOperation] = []
     for planned in plan.tools:
         draft = planned.draft
+        # No savepoint of our own: the catalog refuses (ValidationError) before it writes anything.
         try:
-            with transaction.atomic():
-                if planned.action == "create":
-                    tool = catalog_entry_create(model=Tool, tenant=tenant, fields=draft.fields)
-                    new_links.append(_link(record, tool, draft))
-                elif planned.action == "update":
-                    link = links[draft.operation]
-                    changes = {key: draft.fields[key] for key in planned.changes}
-                    catalog_entry_update(entry=link.tool, changes=changes)
-                    link.definition = _definition(draft)
-                    link.source_definition = draft.source
-                    link.operation_id = draft.operation_id[:500]
-                    link.save(update_fields=["definition", "source_definition", "operation_id"])
+            if planned.action == "create":
+                tool = catalog_entry_create(model=Tool, tenant=tenant, fields=draft.fields)
+                new_links.append(_link(record, tool, draft))
+            elif planned.action == "update":
+                link = links[draft.operation]
+                changes = {key: draft.fields[key] for key in planned.changes}
+                catalog_entry_update(entry=link.tool, changes=changes)
+                link.definition_sha256 = _definition_hash(draft)
+                link.source_definition = draft.source
+                link.operation_id = draft.operation_id[:500]
+                link.save(update_fields=["definition_sha256", "source_definition", "operation_id"])
         except ValidationError as exc:
             messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
             plan.skipped.append(SkippedOperation(draft.operation, f"{draft.operation}: refused by the catalog: {messages}"))
@@ -273,8 +274,9 @@ def openapi_import(
     return plan
 
 
-def _definition(draft: ToolDraft) -> dict[str, Any]:
-    return {key: draft.fields.get(key) for key in ("name", *DEFINED_FIELDS)}
+def _definition_hash(draft: ToolDraft) -> str:
+    definition = {key: draft.fields.get(key) for key in ("name", *DEFINED_FIELDS)}
+    return hashlib.sha256(json.dumps(definition, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
 
 def _link(record: OpenApiSource, tool: Tool, draft: ToolDraft) -> OpenApiOperation:
@@ -283,6 +285,6 @@ def _link(record: OpenApiSource, tool: Tool, draft: ToolDraft) -> OpenApiOperati
         tool=tool,
         operation=draft.operation[:1000],
         operation_id=draft.operation_id[:500],
-        definition=_definition(draft),
+        definition_sha256=_definition_hash(draft),
         source_definition=draft.source,
     )
