@@ -2,8 +2,8 @@
 
 Each model lives with the part that owns it: the catalog (``Tool``, ``Resource``,
 ``ResourceTemplate``, ``Prompt``, ``AccessRule``), runs (``ToolRun``), backends
-(``BackendSecret``, ``UpstreamServer``) and imports (``OpenApiSource``, ``OpenApiOperation``). Import them from there; this module only makes
-Django find them.
+(``BackendSecret``, ``UpstreamServer``) and imports (``OpenApiSource``, ``OpenApiOperation``).
+Import them from there; this module only makes Django find them.
 """
 
 from tools_app.backends.models import BackendSecret

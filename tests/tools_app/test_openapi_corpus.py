@@ -82,6 +82,7 @@ def _report(name: str, figures: dict[str, Any], files: int) -> None:
         print("  refused", line)
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.django_db
 def test_a_sample_of_twenty_directory_documents_imports(corpus: Path, acme: Tenant) -> None:
     files = _sample(corpus, 20)
@@ -92,6 +93,7 @@ def test_a_sample_of_twenty_directory_documents_imports(corpus: Path, acme: Tena
 
 
 @pytest.mark.openapi_corpus
+@pytest.mark.timeout(3000)
 @pytest.mark.skipif(not os.environ.get("TOOLBAY_OPENAPI_CORPUS_FULL"), reason="set TOOLBAY_OPENAPI_CORPUS_FULL=1")
 @pytest.mark.django_db
 def test_a_sample_of_two_hundred_directory_documents_imports(corpus: Path, acme: Tenant) -> None:
@@ -101,6 +103,7 @@ def test_a_sample_of_two_hundred_directory_documents_imports(corpus: Path, acme:
     assert figures["valid"] / figures["operations"] >= 0.98
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.django_db
 def test_githubs_full_description_previews_and_imports_in_seconds(corpus: Path, acme: Tenant) -> None:
     source = read_source(path=str(corpus / "@octokit" / "openapi" / "generated" / "api.github.com.json"))

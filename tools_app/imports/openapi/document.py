@@ -27,6 +27,9 @@ from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 FETCH_TIMEOUT_SECONDS = 30.0
+# Parts of a document the import does not read: a mistake there (httpbin's own description has
+# unknown fields in info.contact) is a note, not a reason to refuse the document.
+HARMLESS = {"info", "tags", "externalDocs", "webhooks", "jsonSchemaDialect"}
 SCHEMA_FILES = {"2.0": "v2.0", "3.0": "v3.0", "3.1": "v3.1"}
 
 
@@ -73,7 +76,7 @@ def parse_text(text: str | bytes) -> dict[str, Any]:
     except ValueError:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            data = _plain(yaml.load(text, Loader=loader))  # noqa: S506 - a safe loader
+            data = _plain(yaml.load(text, Loader=loader))
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
@@ -110,15 +113,18 @@ class StructureCheck:
     """Problems found per operation (those operations are skipped) and elsewhere (fatal)."""
 
     per_operation: dict[tuple[str, str], str]
+    notes: list[str]
 
 
 def check_structure(document: dict[str, Any], version: str) -> StructureCheck:
-    """Raise DocumentProblem for a problem outside any operation; collect those inside one.
+    """Raise DocumentProblem for a problem outside any operation; collect those inside one, and
+    notes for those in parts the import does not read.
 
     An operation whose own text breaks the specification is skipped with its place, so one
     broken operation does not cost the rest of a large API.
     """
     per_operation: dict[tuple[str, str], str] = {}
+    notes: list[str] = []
     fatal: list[str] = []
     for error in _structure_validator(version).iter_errors(document):
         path = list(error.instance_path)
@@ -127,6 +133,15 @@ def check_structure(document: dict[str, Any], version: str) -> StructureCheck:
             per_operation.setdefault((str(path[1]), str(path[2])), message)
         elif len(path) >= 3 and path[0] == "paths" and path[2] == "parameters":
             per_operation.setdefault((str(path[1]), "*"), message)
+        elif len(path) == 2 and path[0] == "paths":
+            # About the path item as a whole (Swagger 2.0 knows no "trace"): its operations are
+            # each checked on their own.
+            notes.append(message)
+        elif (path and (path[0] in HARMLESS or str(path[0]).startswith("x-"))) or (
+            not path and error.message.startswith("Additional properties")  # an unknown top-level field
+        ):
+            if len(notes) < 10:
+                notes.append(f"{message} (ignored: the import does not use it)")
         else:
             fatal.append(message)
         if len(fatal) >= 3:
@@ -136,7 +151,7 @@ def check_structure(document: dict[str, Any], version: str) -> StructureCheck:
         first = max(fatal, key=lambda message: message.split(": ", 1)[0].count("."))
         place, _, detail = first.partition(": ")
         raise DocumentProblem(place, detail[:500])
-    return StructureCheck(per_operation)
+    return StructureCheck(per_operation, notes)
 
 
 async def _download(url: str) -> bytes:

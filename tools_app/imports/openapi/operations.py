@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from tools_app.backends.http.backend import HEADER_NAME, RESERVED_HEADERS
+from tools_app.backends.http.backend import METHODS as HTTP_METHODS
 from tools_app.imports.openapi.document import METHODS, DocumentProblem, StructureCheck, place_of
 from tools_app.imports.openapi.schemas import Path, SchemaConverter
 
@@ -205,6 +206,8 @@ class OperationReader:
         if problem:
             raise DocumentProblem("", problem)
         label = f"{method.upper()} {path}"
+        if method.upper() not in HTTP_METHODS:
+            raise DocumentProblem(place_of(place), f"the http backend does not send {method.upper()} requests")
         path_item = self.document["paths"][path]
         used: set[str] = set()
         properties: dict[str, Any] = {}
@@ -258,7 +261,9 @@ class OperationReader:
         leftover = re.findall(r"\{([^}]*)\}", url_path)
         unknown = [item for item in leftover if item not in properties]
         if unknown:
-            raise DocumentProblem(place_of(place), f"the path {path!r} uses {unknown[0]!r}, which no parameter declares")
+            raise DocumentProblem(
+                place_of(place), f"the path {path!r} uses {unknown[0]!r}, which no parameter declares"
+            )
         if cookies:
             # One Cookie header: the backend sends it only when every cookie argument is given.
             headers["Cookie"] = "; ".join(f"{name}={{{argument}}}" for name, argument in cookies)
@@ -354,7 +359,9 @@ class OperationReader:
             return None
         schema, schema_place, body_required, description = found
         if method not in BODY_METHODS:
-            notes.append(f"{place_of(schema_place)}: a {method.upper()} request body is left out (the backend sends none)")
+            notes.append(
+                f"{place_of(schema_place)}: a {method.upper()} request body is left out (the backend sends none)"
+            )
             return None
         resolved, resolved_place = self.schemas.deref(schema, schema_place)
         flat = (
@@ -389,7 +396,9 @@ class OperationReader:
 
     def _body_schema(self, operation: dict[str, Any], place: Path) -> tuple[Any, Path, bool, str] | None:
         if self.version == "2.0":
-            for index, raw in enumerate(operation.get("parameters", []) if isinstance(operation.get("parameters"), list) else []):
+            for index, raw in enumerate(
+                operation.get("parameters", []) if isinstance(operation.get("parameters"), list) else []
+            ):
                 parameter, parameter_place = self.schemas.deref(raw, (*place, "parameters", index))
                 if isinstance(parameter, dict) and parameter.get("in") == "body" and "schema" in parameter:
                     text = parameter.get("description") if isinstance(parameter.get("description"), str) else ""

@@ -47,7 +47,16 @@ SCHEMA_VALUES = (
     "contentSchema",
 )
 TEXTS = ("title", "description", "format", "contentMediaType", "contentEncoding", "$comment")
-COUNTS = ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties", "minContains", "maxContains")
+COUNTS = (
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+    "minContains",
+    "maxContains",
+)
 NUMBERS = ("minimum", "maximum")
 FLAGS = ("readOnly", "writeOnly", "deprecated", "uniqueItems")
 VALUES = ("default", "const")
@@ -83,7 +92,9 @@ class SchemaConverter:
     def lookup(self, ref: str, place: Path) -> tuple[Any, Path]:
         """The node a local reference points at, with its place."""
         if not ref.startswith("#"):
-            raise DocumentProblem(place_of(place), f"external reference {ref!r}: only references inside the document are read")
+            raise DocumentProblem(
+                place_of(place), f"external reference {ref!r}: only references inside the document are read"
+            )
         node: Any = self.document
         path: list[str | int] = []
         for raw in ref[1:].split("/")[1:] if ref != "#" else []:
@@ -246,7 +257,9 @@ class SchemaConverter:
         elif key == "items":
             if isinstance(value, list):
                 if value:
-                    out["prefixItems"] = [self._convert(sub, (*place, i), refs, inlining) for i, sub in enumerate(value)]
+                    out["prefixItems"] = [
+                        self._convert(sub, (*place, i), refs, inlining) for i, sub in enumerate(value)
+                    ]
             elif isinstance(value, dict | bool):
                 out["items"] = self._convert(value, place, refs, inlining)
         elif key == "type":
@@ -288,11 +301,8 @@ class SchemaConverter:
                 out["examples"] = value
         elif key == "example":
             out.setdefault("examples", [value])
-        elif key == "dependentRequired":
-            if isinstance(value, dict) and all(
-                isinstance(v, list) and all(isinstance(i, str) for i in v) for v in value.values()
-            ):
-                out[key] = value
+        elif key == "dependentRequired" and _string_lists(value):
+            out[key] = value
 
     def _legacy(self, node: dict[str, Any], out: dict[str, Any]) -> None:
         for flag, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
@@ -309,6 +319,12 @@ class SchemaConverter:
                 out["anyOf"] = [combined, {"type": "null"}]
             elif kind is None and "enum" in out and None not in out["enum"]:
                 out["enum"] = [*out["enum"], None]
+
+
+def _string_lists(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(v, list) and all(isinstance(i, str) for i in v) for v in value.values()
+    )
 
 
 def _schema_problem(schema: Any, prefix: str) -> str:

@@ -27,10 +27,18 @@ from tools_app.imports.openapi.document import (
     check_structure,
     fetch_document,
     parse_text,
+    place_of,
     version_of,
 )
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
-from tools_app.imports.openapi.operations import Auth, OperationReader, Selection, SkippedOperation, ToolDraft, server_url
+from tools_app.imports.openapi.operations import (
+    Auth,
+    OperationReader,
+    Selection,
+    SkippedOperation,
+    ToolDraft,
+    server_url,
+)
 from tools_app.imports.openapi.security import map_security
 
 __all__ = ["DocumentProblem", "ImportOptions", "ImportPlan", "openapi_import", "openapi_preview", "read_source"]
@@ -137,7 +145,8 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
     if not base_url.startswith(("http://", "https://")):
         place = "host" if version == "2.0" else "servers"
         raise DocumentProblem(place, "no absolute server URL; give a base URL")
-    auth_config, notes = map_security(document, version, source_name=name, tenant_id=tenant_id)
+    auth_config, auth_notes = map_security(document, version, source_name=name, tenant_id=tenant_id)
+    notes = [*structure.notes, *auth_notes]
     reader = OperationReader(
         document,
         version,
@@ -259,7 +268,8 @@ def openapi_import(
                 link.save(update_fields=["definition_sha256", "source_definition", "operation_id"])
         except ValidationError as exc:
             messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
-            plan.skipped.append(SkippedOperation(draft.operation, f"{draft.operation}: refused by the catalog: {messages}"))
+            place = place_of(("paths", draft.source["path"], draft.source["method"]))
+            plan.skipped.append(SkippedOperation(draft.operation, f"{place}: refused by the catalog: {messages}"))
             continue
         done.append(planned)
     OpenApiOperation.objects.bulk_create(new_links)

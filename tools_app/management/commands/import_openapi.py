@@ -36,9 +36,7 @@ class Command(AuditedCommand):
         where.add_argument("--platform", action="store_true", help="Make platform tools instead.")
         parser.add_argument("--prefix", default="", help="Prepended to every tool name, e.g. petstore_.")
         parser.add_argument("--base-url", default="", help="Where the API is (default: the document's first server).")
-        parser.add_argument(
-            "--include", nargs="+", default=[], metavar="OPERATION_ID", help="Only these operations."
-        )
+        parser.add_argument("--include", nargs="+", default=[], metavar="OPERATION_ID", help="Only these operations.")
         parser.add_argument("--tag", nargs="+", default=[], help="Only operations with one of these OpenAPI tags.")
         parser.add_argument("--path", nargs="+", default=[], help="Only operations whose path matches a glob.")
         parser.add_argument("--label", nargs="+", default=[], help="Extra Toolbay tags on every tool.")
