@@ -42,6 +42,19 @@ class DocumentProblem(ValueError):
         self.message = message
 
 
+def mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else empty: documents put anything anywhere."""
+    return value if isinstance(value, dict) else {}
+
+
+def listing(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def place_of(path: Sequence[str | int]) -> str:
     """``["paths", "/pets", "get", "parameters", 2]`` → ``paths./pets.get.parameters[2]``."""
     text = ""

@@ -19,7 +19,15 @@ from urllib.parse import urljoin, urlsplit
 
 from tools_app.backends.http.backend import HEADER_NAME, RESERVED_HEADERS
 from tools_app.backends.http.backend import METHODS as HTTP_METHODS
-from tools_app.imports.openapi.document import METHODS, DocumentProblem, StructureCheck, place_of
+from tools_app.imports.openapi.document import (
+    METHODS,
+    DocumentProblem,
+    StructureCheck,
+    listing,
+    mapping,
+    place_of,
+    text,
+)
 from tools_app.imports.openapi.schemas import Path, SchemaConverter
 
 NAME_LIMIT = 128
@@ -44,7 +52,7 @@ class Selection:
     def picks(self, operation: dict[str, Any], path: str) -> bool:
         if self.operation_ids and operation.get("operationId") not in self.operation_ids:
             return False
-        tags = operation.get("tags") if isinstance(operation.get("tags"), list) else []
+        tags = listing(operation.get("tags"))
         if self.tags and not set(self.tags) & set(tags):
             return False
         return not self.paths or any(fnmatch.fnmatchcase(path, glob) for glob in self.paths)
@@ -83,8 +91,8 @@ def server_url(document: dict[str, Any], version: str, fetched_from: str) -> str
     """The document's first server (variables at their defaults), absolute; "" when there is none."""
     if version == "2.0":
         host = document.get("host")
-        base_path = document.get("basePath") if isinstance(document.get("basePath"), str) else ""
-        schemes = document.get("schemes") if isinstance(document.get("schemes"), list) else []
+        base_path = text(document.get("basePath"))
+        schemes = listing(document.get("schemes"))
         if isinstance(host, str) and host:
             scheme = "https" if "https" in schemes or not schemes else str(schemes[0])
             return f"{scheme}://{host}{base_path}"
@@ -96,7 +104,7 @@ def server_url(document: dict[str, Any], version: str, fetched_from: str) -> str
         else:
             server = servers[0]
             url = str(server.get("url", "/"))
-            variables = server.get("variables") if isinstance(server.get("variables"), dict) else {}
+            variables = mapping(server.get("variables"))
             for name, variable in variables.items():
                 if isinstance(variable, dict) and "default" in variable:
                     url = url.replace("{" + name + "}", str(variable["default"]))
@@ -188,8 +196,8 @@ class OperationReader:
 
     def operations(self, selection: Selection) -> list[tuple[str, str, dict[str, Any], Path]]:
         """(method, path, operation, place) of the selected operations, in document order."""
-        paths = self.document.get("paths") if isinstance(self.document.get("paths"), dict) else {}
-        found = []
+        paths = mapping(self.document.get("paths"))
+        found: list[tuple[str, str, dict[str, Any], Path]] = []
         for path, item in paths.items():
             if not isinstance(item, dict):
                 continue
@@ -289,9 +297,9 @@ class OperationReader:
             if problem:
                 raise DocumentProblem(place_of(place), f"the {label_} made from it is no valid JSON Schema ({problem})")
 
-        raw_name = operation.get("operationId") if isinstance(operation.get("operationId"), str) else ""
-        summary = operation.get("summary") if isinstance(operation.get("summary"), str) else ""
-        description = operation.get("description") if isinstance(operation.get("description"), str) else ""
+        raw_name = text(operation.get("operationId"))
+        summary = text(operation.get("summary"))
+        description = text(operation.get("description"))
         fields: dict[str, Any] = {
             "name": tool_name(raw_name or f"{method}{path}", self.prefix, taken),
             "title": " ".join(summary.split())[:200],
@@ -310,7 +318,7 @@ class OperationReader:
     # --- parts -----------------------------------------------------------------------------
 
     def _title(self) -> str:
-        info = self.document.get("info") if isinstance(self.document.get("info"), dict) else {}
+        info = mapping(self.document.get("info"))
         return str(info.get("title") or "API")
 
     def _parameters(
@@ -396,13 +404,12 @@ class OperationReader:
 
     def _body_schema(self, operation: dict[str, Any], place: Path) -> tuple[Any, Path, bool, str] | None:
         if self.version == "2.0":
-            for index, raw in enumerate(
-                operation.get("parameters", []) if isinstance(operation.get("parameters"), list) else []
-            ):
+            for index, raw in enumerate(listing(operation.get("parameters"))):
                 parameter, parameter_place = self.schemas.deref(raw, (*place, "parameters", index))
                 if isinstance(parameter, dict) and parameter.get("in") == "body" and "schema" in parameter:
-                    text = parameter.get("description") if isinstance(parameter.get("description"), str) else ""
-                    return parameter["schema"], (*parameter_place, "schema"), parameter.get("required") is True, text
+                    described = text(parameter.get("description"))
+                    is_required = parameter.get("required") is True
+                    return parameter["schema"], (*parameter_place, "schema"), is_required, described
             return None
         if "requestBody" not in operation:
             return None
@@ -412,7 +419,7 @@ class OperationReader:
         media = _json_media(body.get("content"))
         is_required = body.get("required") is True
         if media is None:
-            content = body.get("content") if isinstance(body.get("content"), dict) else {}
+            content = mapping(body.get("content"))
             if not content:
                 return None
             kinds = ", ".join(sorted(content))
@@ -420,11 +427,11 @@ class OperationReader:
                 raise DocumentProblem(place_of(body_place), f"the body is {kinds}; the http backend sends JSON only")
             return None
         media_type, entry = media
-        text = body.get("description") if isinstance(body.get("description"), str) else ""
-        return entry.get("schema", {}), (*body_place, "content", media_type, "schema"), is_required, text
+        described = text(body.get("description"))
+        return entry.get("schema", {}), (*body_place, "content", media_type, "schema"), is_required, described
 
     def _output_schema(self, operation: dict[str, Any], place: Path) -> dict[str, Any] | None:
-        responses = operation.get("responses") if isinstance(operation.get("responses"), dict) else {}
+        responses = mapping(operation.get("responses"))
         codes = sorted(code for code in responses if str(code)[:1] == "2")
         if not codes:
             return None

@@ -124,6 +124,10 @@ class SchemaConverter:
         name = _unescape(name_raw)
         named = self.named(name, place)
         target: Any = named
+        if name in self._converting:
+            # A schema referring into itself while it is being converted: check the raw form
+            # (conversion keeps properties, items and the combinators where they are).
+            target, _ = self.lookup(self.named_prefix + name_raw, place)
         for step in tail.split("/") if tail else []:
             step = _unescape(step)
             if isinstance(target, dict) and step in target:
@@ -141,9 +145,9 @@ class SchemaConverter:
         """A named schema, converted (once)."""
         if name in self._named:
             return self._named[name]
-        container = self.document
+        container: Any = self.document
         for step in self.named_path:
-            container = container.get(step) if isinstance(container, dict) else None
+            container = container.get(str(step)) if isinstance(container, dict) else None
         if not isinstance(container, dict) or name not in container:
             raise DocumentProblem(place_of(place), f"the reference to schema {name!r} points at nothing")
         if name in self._converting:  # a recursive definition: its reference is enough for now

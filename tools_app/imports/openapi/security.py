@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from tools_app.backends.vault import secret_exists
+from tools_app.imports.openapi.document import mapping
 
 
 def secret_name(source_name: str, scheme: str) -> str:
@@ -24,7 +25,7 @@ def _schemes(document: dict[str, Any], version: str) -> dict[str, Any]:
     if version == "2.0":
         found = document.get("securityDefinitions")
     else:
-        components = document.get("components") if isinstance(document.get("components"), dict) else {}
+        components = mapping(document.get("components"))
         found = components.get("securitySchemes")
     return found if isinstance(found, dict) else {}
 
@@ -34,7 +35,7 @@ def _required_schemes(document: dict[str, Any]) -> list[str]:
     operations), so the scheme most operations use comes first."""
     names: list[str] = []
     lists: list[Any] = [document.get("security")]
-    paths = document.get("paths") if isinstance(document.get("paths"), dict) else {}
+    paths = mapping(document.get("paths"))
     for item in paths.values():
         if isinstance(item, dict):
             lists += [op.get("security") for op in item.values() if isinstance(op, dict)]
@@ -61,7 +62,7 @@ def _backend_auth(scheme: dict[str, Any], secret: str, version: str) -> tuple[di
     if kind == "http" and str(scheme.get("scheme", "")).lower() == "bearer":
         return {"type": "bearer", "secret": secret}, ""
     if kind == "oauth2":
-        flows = scheme.get("flows") if isinstance(scheme.get("flows"), dict) else {}
+        flows = mapping(scheme.get("flows"))
         if "clientCredentials" in flows or scheme.get("flow") == "application":
             return None, (
                 "OAuth2 client credentials are not supported by the http backend yet; store a token as "

@@ -26,6 +26,7 @@ from tools_app.imports.openapi.document import (
     DocumentProblem,
     check_structure,
     fetch_document,
+    mapping,
     parse_text,
     place_of,
     version_of,
@@ -127,7 +128,7 @@ def _source_name(document: dict[str, Any], options: ImportOptions) -> str:
         return _slug(options.name)
     if options.prefix:
         return _slug(options.prefix)
-    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    info = mapping(document.get("info"))
     return _slug(str(info.get("title") or "api"))
 
 
@@ -165,7 +166,7 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
     if not operations:
         raise DocumentProblem("paths", "no operation matches the selection")
 
-    existing = OpenApiSource.objects.filter(tenant_id=tenant_id, name=name).first()
+    existing = OpenApiSource.objects.filter(tenant=tenant, name=name).first()
     linked: dict[str, OpenApiOperation] = {}
     if existing is not None:
         linked = {link.operation: link for link in existing.operations.select_related("tool")}
@@ -173,11 +174,10 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
     own_ids = {link.tool_id for link in linked.values()}
     taken = {
         tool_name.lower()
-        for tool_id, tool_name in Tool.objects.filter(tenant_id=tenant_id).values_list("id", "name")
+        for tool_id, tool_name in Tool.objects.filter(tenant=tenant).values_list("id", "name")
         if tool_id not in own_ids
     }
-    for link in linked.values():
-        taken.add(link.tool.name.lower())
+    taken |= {owned.tool.name.lower() for owned in linked.values()}
 
     tags = [f"openapi:{name}", *options.tags]
     planned: list[PlannedTool] = []
@@ -198,7 +198,7 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
         changes = [key for key in DEFINED_FIELDS if getattr(link.tool, key) != draft.fields.get(key)]
         planned.append(PlannedTool("update" if changes else "unchanged", draft, changes))
     seen = {planned_tool.draft.operation for planned_tool in planned} | {item.operation for item in skipped}
-    info = document.get("info") if isinstance(document.get("info"), dict) else {}
+    info = mapping(document.get("info"))
     return ImportPlan(
         source_name=name,
         title=str(info.get("title") or "")[:200],
