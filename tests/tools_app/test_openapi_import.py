@@ -260,3 +260,22 @@ def test_rest_endpoint_previews_imports_and_keeps_tenants_apart(acme: Tenant, gl
         "/api/v1/openapi-imports/", {**body, "document": '{"openapi": "3.0.0"}'}, format="json"
     )
     assert broken.status_code == 400 and broken.json()["document"][0].startswith("(the document): ")
+
+
+@pytest.mark.django_db
+def test_admin_import_page_previews_then_imports(acme: Tenant, globex: Tenant, acme_admin_client: Any) -> None:
+    page = "/admin/tools_app/openapisource/add/"
+    assert acme_admin_client.get(page).status_code == 200
+    form = {"tenant": acme.pk, "text": json.dumps(PETSTORE), "name_prefix": "adm_", "include": "listPets createPet"}
+    preview = acme_admin_client.post(page, {**form, "_preview": "Preview"})
+    assert preview.status_code == 200
+    assert b"adm_listPets" in preview.content and b"GET /pets" in preview.content
+    assert not Tool.objects.filter(tenant=acme).exists()
+    done = acme_admin_client.post(page, {**form, "_import": "Import", "grant": "on"})
+    assert done.status_code == 302
+    assert set(Tool.objects.filter(tenant=acme).values_list("name", flat=True)) == {"adm_listPets", "adm_createPet"}
+    # Another tenant is no choice: it looks missing.
+    refused = acme_admin_client.post(page, {**form, "tenant": globex.pk, "_import": "Import"})
+    assert refused.status_code == 200 and not Tool.objects.filter(tenant=globex).exists()
+    broken = acme_admin_client.post(page, {**form, "text": '{"openapi": "3.0.0"}', "_preview": "Preview"})
+    assert b"(the document): " in broken.content
