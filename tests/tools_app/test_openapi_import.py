@@ -279,3 +279,12 @@ def test_admin_import_page_previews_then_imports(acme: Tenant, globex: Tenant, a
     assert refused.status_code == 200 and not Tool.objects.filter(tenant=globex).exists()
     broken = acme_admin_client.post(page, {**form, "text": '{"openapi": "3.0.0"}', "_preview": "Preview"})
     assert b"(the document): " in broken.content
+
+
+@pytest.mark.django_db
+def test_a_yaml_alias_bomb_is_refused(tmp_path: Path, acme: Tenant) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    (tmp_path / "bomb.yaml").write_text("\n".join(lines) + "\n")
+    with pytest.raises(CommandError, match="more than 5000000 values"):
+        _run(str(tmp_path / "bomb.yaml"), "--tenant", acme.slug)

@@ -66,19 +66,35 @@ def place_of(path: Sequence[str | int]) -> str:
     return text or "(the document)"
 
 
-def _plain(value: Any) -> Any:
+# YAML aliases share one node many times; copying them out could grow a small text
+# exponentially ("billion laughs"), so the copy stops at this many values (GitHub's 13 MB
+# description has about 1.5 million).
+MAX_YAML_VALUES = 5_000_000
+
+
+def _plain(value: Any, budget: list[int]) -> Any:
     """YAML gives dates and integer keys (response codes); JSON has neither."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise DocumentProblem("", f"the document has more than {MAX_YAML_VALUES} values (YAML aliases?)")
     if isinstance(value, dict):
-        return {str(key): _plain(item) for key, item in value.items()}
+        return {str(key): _plain(item, budget) for key, item in value.items()}
     if isinstance(value, list):
-        return [_plain(item) for item in value]
+        return [_plain(item, budget) for item in value]
     if isinstance(value, datetime.date | datetime.datetime):
         return value.isoformat()
     return value
 
 
+def _check_size(size: int) -> None:
+    limit = settings.TOOLBAY_OPENAPI_MAX_DOCUMENT_BYTES
+    if size > limit:
+        raise DocumentProblem("", f"the document is larger than {limit} bytes")
+
+
 def parse_text(text: str | bytes) -> dict[str, Any]:
     """The document as JSON data; DocumentProblem when it is neither JSON nor YAML of an object."""
+    _check_size(len(text))
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8-sig")
@@ -89,7 +105,7 @@ def parse_text(text: str | bytes) -> dict[str, Any]:
     except ValueError:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
-            data = _plain(yaml.load(text, Loader=loader))
+            data = _plain(yaml.load(text, Loader=loader), [MAX_YAML_VALUES])
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
