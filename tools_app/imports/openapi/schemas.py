@@ -21,7 +21,7 @@ import re
 import warnings
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -63,7 +63,8 @@ VALUES = ("default", "const")
 
 
 def _unescape(step: str) -> str:
-    return step.replace("~1", "/").replace("~0", "~")
+    # A JSON pointer in a URI fragment may be percent-encoded ("~1pets~1%7Bid%7D").
+    return unquote(step).replace("~1", "/").replace("~0", "~")
 
 
 def _escape(step: str) -> str:
