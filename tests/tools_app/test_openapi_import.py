@@ -159,7 +159,8 @@ def test_each_operation_becomes_an_http_tool(tmp_path: Path, acme: Tenant) -> No
     assert create.description == "Add a pet to the store."
     assert create.read_only_hint is False and create.destructive_hint is False and create.idempotent_hint is False
     assert create.input_schema["required"] == ["name"]  # the body's properties are the arguments
-    assert set(create.input_schema["properties"]) == {"id", "name", "tag", "password", "parent", "weight"}
+    # id is readOnly: the server sets it, so it is no argument; writeOnly password is one.
+    assert set(create.input_schema["properties"]) == {"name", "tag", "password", "parent", "weight"}
     assert create.backend_config["body"]["template"]["name"] == "{name}"
     assert create.output_schema["properties"]["name"] == {"type": "string", "examples": ["Rex"]}
 

@@ -386,6 +386,8 @@ class OperationReader:
             refs |= body_refs
             template: dict[str, str] = {}
             for name, sub in converted.get("properties", {}).items():
+                if isinstance(sub, dict) and sub.get("readOnly") is True:
+                    continue  # the server sets it (OpenAPI: readOnly properties are not sent)
                 used.add(name)
                 properties[name] = sub
                 template[name] = "{" + name + "}"
