@@ -289,3 +289,17 @@ def test_a_yaml_alias_bomb_is_refused(tmp_path: Path, acme: Tenant) -> None:
     (tmp_path / "bomb.yaml").write_text("\n".join(lines) + "\n")
     with pytest.raises(CommandError, match="more than 5000000 values"):
         _run(str(tmp_path / "bomb.yaml"), "--tenant", acme.slug)
+
+
+@pytest.mark.django_db
+def test_deep_nesting_is_refused_or_skipped_not_crashed(tmp_path: Path, acme: Tenant) -> None:
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CommandError, match="nests too deeply"):
+        _run(str(tmp_path / "deep.json"), "--tenant", acme.slug)
+    deep = copy.deepcopy(PETSTORE)
+    deep["paths"]["/pets"]["get"]["parameters"] = [{"name": "q", "in": "query", "schema": "NESTED"}]
+    # 400 levels: the document parses (Python's limit is 1,000), converting them would not.
+    nested = '{"type": "object", "properties": {"a": ' * 400 + '{"type": "string"}' + "}}" * 400
+    (tmp_path / "nested.json").write_text(json.dumps(deep).replace('"NESTED"', nested))
+    _, err = _run(str(tmp_path / "nested.json"), "--tenant", acme.slug)
+    assert "skipped GET /pets: paths./pets.get" in err

@@ -102,6 +102,8 @@ def parse_text(text: str | bytes) -> dict[str, Any]:
             raise DocumentProblem("", "the document is not UTF-8 text") from None
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise DocumentProblem("", "the document nests too deeply") from None
     except ValueError:
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:

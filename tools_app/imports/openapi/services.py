@@ -190,6 +190,10 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
         except DocumentProblem as exc:
             skipped.append(SkippedOperation(label, str(exc)))
             continue
+        except RecursionError:  # schemas nested beyond Python's stack (a document built to do that)
+            place = place_of(("paths", path, method))
+            skipped.append(SkippedOperation(label, f"{place}: its schemas nest too deeply"))
+            continue
         draft.fields["tags"] = list(dict.fromkeys(tags))
         if link is None:
             planned.append(PlannedTool("create", draft))
@@ -199,13 +203,14 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
         planned.append(PlannedTool("update" if changes else "unchanged", draft, changes))
     seen = {planned_tool.draft.operation for planned_tool in planned} | {item.operation for item in skipped}
     info = mapping(document.get("info"))
+    sha256 = hashlib.sha256(source.text).hexdigest()
     return ImportPlan(
         source_name=name,
         title=str(info.get("title") or "")[:200],
         version=version,
-        sha256=hashlib.sha256(source.text).hexdigest(),
+        sha256=sha256,
         base_url=base_url,
-        document_changed=existing is None or existing.sha256 != hashlib.sha256(source.text).hexdigest(),
+        document_changed=existing is None or existing.sha256 != sha256,
         tools=planned,
         skipped=skipped,
         notes=notes,
