@@ -151,6 +151,9 @@ def _json_media(content: Any) -> tuple[str, Any] | None:
         base = media.split(";")[0].strip().lower()
         if base.endswith("+json") and isinstance(entry, dict):
             return media, entry
+    for media, entry in content.items():  # "anything" takes JSON too
+        if media.split(";")[0].strip() in ("*/*", "application/*") and isinstance(entry, dict):
+            return media, entry
     return None
 
 
