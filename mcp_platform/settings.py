@@ -294,6 +294,8 @@ for _position, _key in enumerate(TOOLBAY_SECRET_KEYS, start=1):
 TOOLBAY_OUTBOUND_ALLOWED_HOSTS = env_list("TOOLBAY_OUTBOUND_ALLOWED_HOSTS", [])
 # Largest response body an HTTP tool or an upstream MCP server may send (decoded bytes).
 TOOLBAY_HTTP_MAX_RESPONSE_BYTES = env_int("TOOLBAY_HTTP_MAX_RESPONSE_BYTES", 5 * 1024 * 1024, minimum=1024)
+# Largest OpenAPI document an import reads (GitHub's full description is 13 MB).
+TOOLBAY_OPENAPI_MAX_DOCUMENT_BYTES = env_int("TOOLBAY_OPENAPI_MAX_DOCUMENT_BYTES", 32 * 1024 * 1024, minimum=1024)
 # Redirects an HTTP tool follows at most (each one is checked like the first request).
 TOOLBAY_HTTP_MAX_REDIRECTS = env_int("TOOLBAY_HTTP_MAX_REDIRECTS", 5, minimum=0)
 # Connections the outbound HTTP pool keeps per process.

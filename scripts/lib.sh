@@ -85,6 +85,12 @@ ensure_requirements() {
     say "Installing $file into .venv (new, or changed since the last install)"
     "$PY" -m pip install --quiet --disable-pip-version-check -r "$ROOT/$file" ||
         die "pip install -r $file failed (see above)."
+    if [[ "$kind" == dev ]]; then
+        # httpbin (the OpenAPI import's end-to-end test) pins greenlet<3 on Python 3.11, which it
+        # never imports; its real dependencies are in requirements-dev.txt.
+        "$PY" -m pip install --quiet --disable-pip-version-check --no-deps httpbin==0.10.4 ||
+            die "pip install httpbin failed (see above)."
+    fi
     printf '%s\n' "$wanted" >"$stamp"
     # requirements-dev.txt includes requirements.txt, so the runtime set is installed too.
     if [[ "$kind" == dev ]]; then

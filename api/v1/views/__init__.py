@@ -12,6 +12,7 @@ from api.v1.views.audit_log import AuditEventViewSet, InvocationViewSet
 from api.v1.views.me import MeView
 from api.v1.views.memberships import MembershipViewSet
 from api.v1.views.oauth import OAuthClientViewSet, OAuthGrantViewSet, OAuthSettingsViewSet, TrustedIssuerViewSet
+from api.v1.views.openapi_imports import OpenApiImportViewSet
 from api.v1.views.resources import PromptViewSet, ResourceTemplateViewSet, ResourceViewSet
 from api.v1.views.sessions import SessionViewSet
 from api.v1.views.tenants import TenantViewSet
@@ -29,6 +30,7 @@ __all__ = [
     "OAuthClientViewSet",
     "OAuthGrantViewSet",
     "OAuthSettingsViewSet",
+    "OpenApiImportViewSet",
     "PromptViewSet",
     "ResourceTemplateViewSet",
     "ResourceViewSet",
