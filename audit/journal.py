@@ -132,6 +132,12 @@ class _Gate:
     logged_at: float = 0.0
 
 
+def _count(row: dict[str, Any]) -> None:
+    # toolbay_tool_calls counts tools/call: a resource's URI or a prompt's name is no tool.
+    if row["kind"] == "tool":
+        CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
+
+
 class Journal:
     def __init__(self) -> None:
         self._gate = _Gate()
@@ -144,7 +150,7 @@ class Journal:
         Counts the call for /metrics in any case; with ``AUDIT_INVOCATIONS=0`` or a full
         backlog the row itself is not appended (no commands).
         """
-        CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
+        _count(row)
         if not settings.AUDIT_INVOCATIONS or not self._accepting():
             return []
         commands: list[Command] = [("XADD", JOURNAL_KEY, "*", ROW_FIELD, encode(row))]
@@ -171,7 +177,7 @@ class Journal:
 
     def append_now(self, row: dict[str, Any]) -> None:
         """Append one row from synchronous code (Celery workers)."""
-        CALLS.observe(row["tenant_id"], row["tool_name"], row["outcome"], row["duration_ms"])
+        _count(row)
         if settings.AUDIT_INVOCATIONS:
             sync_redis().xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
 

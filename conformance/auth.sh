@@ -58,7 +58,8 @@ client_id="$(env "${server_env[@]}" "$PY" manage.py oauth_client demo --name "MC
     --redirect-uri "http://127.0.0.1:$callback_port/callback" 2>>"$WORK/setup.log" | tail -n 1)"
 
 start_child "conformance-auth server" "$WORK/server.log" env "${server_env[@]}" "$VENV/bin/uvicorn" \
-    mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --log-level warning --no-access-log
+    mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --log-level warning --no-access-log \
+    --forwarded-allow-ips "${TOOLBAY_TRUSTED_PROXIES:-}"
 server_pid="$CHILD_PID"
 deadline=$((SECONDS + 60))
 until probe http "http://127.0.0.1:$port/healthz"; do

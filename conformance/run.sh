@@ -65,7 +65,7 @@ url="http://localhost:$port/mcp/conformance"
 say "Starting uvicorn on 127.0.0.1:$port and a Celery worker (logs: var/conformance/server.log, worker.log)"
 start_child "conformance server" "$WORK/server.log" env "${server_env[@]}" "$VENV/bin/uvicorn" \
     mcp_platform.asgi:application --host 127.0.0.1 --port "$port" --loop uvloop --http httptools \
-    --log-level warning --no-access-log --timeout-graceful-shutdown 3
+    --log-level warning --no-access-log --timeout-graceful-shutdown 3 --forwarded-allow-ips "${TOOLBAY_TRUSTED_PROXIES:-}"
 server_pid="$CHILD_PID"
 # Background tools (execution mode "background") need a worker, as in any deployment.
 start_child "conformance worker" "$WORK/worker.log" env "${server_env[@]}" "$VENV/bin/celery" -A mcp_platform \

@@ -13,7 +13,7 @@ hogs.
 
 Both guard this process's own sockets and tasks, so they are counted in its memory.
 Behind a reverse proxy the address is the client's only when uvicorn runs with
-``--proxy-headers`` (as ``deploy/`` does: ``X-Forwarded-For`` from ``FORWARDED_ALLOW_IPS``);
+``--proxy-headers`` (as ``deploy/`` does: ``X-Forwarded-For`` from ``TOOLBAY_TRUSTED_PROXIES``);
 the proxy enforces its own equivalents first (``deploy/nginx.conf``: ``limit_conn``,
 ``client_body_timeout``).
 Answers are JSON: a JSON-RPC error under ``/mcp/``, ``{"detail": …}`` elsewhere.

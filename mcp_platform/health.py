@@ -4,8 +4,9 @@
 database and Redis do, so a load balancer stops sending traffic to a process that cannot
 serve it. Both answer without authentication and say nothing beyond ok/failed.
 
-``/metrics`` is open unless ``METRICS_TOKEN`` is set, in which case Prometheus must send
-``Authorization: Bearer <token>``; the numbers name tenants and tools.
+``/metrics`` asks for ``Authorization: Bearer <METRICS_TOKEN>``. Without a token it is open
+while ``DEBUG=1`` (a laptop) and answers 403 to everyone with ``DEBUG=0``: the numbers name
+tenants and their tools' traffic, so production never serves them to whoever asks.
 """
 
 from __future__ import annotations
@@ -82,18 +83,28 @@ async def _queue_lengths() -> dict[str, int]:
     return {queue: sum(lengths[i * per : (i + 1) * per]) for i, queue in enumerate(CELERY_QUEUES)}
 
 
-def _authorized(request: HttpRequest) -> bool:
+def _refusal(request: HttpRequest) -> HttpResponse | None:
+    """The answer to a scrape that may not read the metrics; None when it may."""
     token = settings.METRICS_TOKEN
     if not token:
-        return True
+        if settings.DEBUG:
+            return None
+        return HttpResponse(
+            "/metrics is off: set METRICS_TOKEN (DEBUG=0 serves it only to a scrape that sends it)\n",
+            status=403,
+            content_type="text/plain",
+        )
     offered = request.headers.get("Authorization", "")
-    return hmac.compare_digest(offered.encode(), f"Bearer {token}".encode())
+    if hmac.compare_digest(offered.encode(), f"Bearer {token}".encode()):
+        return None
+    return HttpResponse("Authorization required\n", status=401, content_type="text/plain")
 
 
 @never_cache
 async def metrics(request: HttpRequest) -> HttpResponse:
-    if not _authorized(request):
-        return HttpResponse("Authorization required\n", status=401, content_type="text/plain")
+    refusal = _refusal(request)
+    if refusal is not None:
+        return refusal
     OPEN_STREAMS.set(streams_held())  # on the event loop that owns the streams
     try:
         for queue, length in (await _queue_lengths()).items():

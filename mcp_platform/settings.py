@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dj_database_url
@@ -52,6 +53,7 @@ INSTALLED_APPS = [
     "oauth",
     "api",
     "console",
+    "staff_auth",
 ]
 
 MIDDLEWARE = [
@@ -65,6 +67,7 @@ MIDDLEWARE = [
     "audit.middleware.AuditActorMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "mcp_platform.framing.FrameAncestorsMiddleware",
 ]
 
 ROOT_URLCONF = "mcp_platform.urls"
@@ -80,6 +83,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "staff_auth.context.sso",
             ],
         },
     },
@@ -345,7 +349,36 @@ TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT = env_int("TOOLBAY_OAUTH_MAX_CLIENTS_PER_TE
 # (/.well-known/oauth-protected-resource) serves; empty: it answers 404.
 TOOLBAY_OAUTH_ROOT_TENANT = env_str("TOOLBAY_OAUTH_ROOT_TENANT", "").strip()
 
-# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set (empty: open).
+# --- Staff sign-in (admin, console, OAuth sign-in page): throttling and single sign-on ---
+# Password sign-in goes through the throttle (staff_auth/throttle.py); after sign-in without
+# `next`, /staff/ sends each user to the admin, the console or their authorizations.
+AUTHENTICATION_BACKENDS = ["staff_auth.backends.ThrottledPasswordBackend"]
+LOGIN_REDIRECT_URL = "staff_auth:landing"
+# Failed password sign-ins that lock out a client address, and an account (from any address),
+# for the cool-off (counted from the last failure).
+TOOLBAY_LOGIN_MAX_FAILURES_PER_ADDRESS = env_int("TOOLBAY_LOGIN_MAX_FAILURES_PER_ADDRESS", 10, minimum=1)
+TOOLBAY_LOGIN_MAX_FAILURES_PER_ACCOUNT = env_int("TOOLBAY_LOGIN_MAX_FAILURES_PER_ACCOUNT", 50, minimum=1)
+TOOLBAY_LOGIN_COOLOFF_SECONDS = env_int("TOOLBAY_LOGIN_COOLOFF_SECONDS", 900, minimum=1)
+# Staff SSO through an OpenID Connect provider; off while the issuer or client id is empty.
+TOOLBAY_SSO_ISSUER = env_str("TOOLBAY_SSO_ISSUER", "").strip()
+if TOOLBAY_SSO_ISSUER and not DEBUG and not TOOLBAY_SSO_ISSUER.startswith("https://"):
+    raise ImproperlyConfigured(f"TOOLBAY_SSO_ISSUER must be an https:// URL with DEBUG=0, got {TOOLBAY_SSO_ISSUER!r}")
+TOOLBAY_SSO_CLIENT_ID = env_str("TOOLBAY_SSO_CLIENT_ID", "").strip()
+TOOLBAY_SSO_CLIENT_SECRET = env_str("TOOLBAY_SSO_CLIENT_SECRET", "")
+TOOLBAY_SSO_SCOPES = env_str("TOOLBAY_SSO_SCOPES", "openid email profile groups")
+TOOLBAY_SSO_GROUPS_CLAIM = env_str("TOOLBAY_SSO_GROUPS_CLAIM", "groups")
+try:
+    TOOLBAY_SSO_ROLE_MAP = json.loads(env_str("TOOLBAY_SSO_ROLE_MAP", "{}"))
+except ValueError as _error:
+    raise ImproperlyConfigured(f"TOOLBAY_SSO_ROLE_MAP is not JSON: {_error}") from None
+TOOLBAY_SSO_LINK_BY_EMAIL = env_bool("TOOLBAY_SSO_LINK_BY_EMAIL", True)
+TOOLBAY_SSO_CREATE_USERS = env_bool("TOOLBAY_SSO_CREATE_USERS", True)
+# 0: password sign-in is refused to everyone but the break-glass account.
+TOOLBAY_SSO_PASSWORD_LOGIN = env_bool("TOOLBAY_SSO_PASSWORD_LOGIN", True)
+TOOLBAY_SSO_BREAK_GLASS_USERNAME = env_str("TOOLBAY_SSO_BREAK_GLASS_USERNAME", "").strip()
+
+# /metrics answers only with "Authorization: Bearer <METRICS_TOKEN>" when set; empty: open with
+# DEBUG=1, 403 to everyone with DEBUG=0.
 METRICS_TOKEN = env_str("METRICS_TOKEN", "")
 
 # "plain" text lines or "json" (one object per line, with request/session/call ids).

@@ -23,6 +23,7 @@ urlpatterns = [
     path("readyz", readyz),
     path("metrics", metrics),
     path("console/", include("console.urls")),
+    path("staff/", include("staff_auth.urls")),
     path("api/", include("api.urls")),
     path("", include("oauth.urls")),
 ]

@@ -117,9 +117,15 @@ class TrustedIssuer(models.Model):
 
 
 class SigningKey(models.Model):
-    """A key the embedded authorization server signs access tokens with (ES256). The newest
-    signs; every unretired key verifies."""
+    """A key a tenant's embedded authorization server signs access tokens with (ES256).
 
+    One key per tenant signs (``retired_at`` empty; a constraint keeps it to one, so two
+    first token requests at the same moment cannot make two). A retired key no longer signs
+    but stays published, and verifies, until the last token it signed has expired. Keys
+    without a tenant are the shared keys of before per-tenant keys: retired, verifying old
+    tokens on every tenant until they expire."""
+
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="signing_keys")
     kid = models.CharField(max_length=64, unique=True)
     algorithm = models.CharField(max_length=16, default="ES256")
     public_jwk = models.JSONField()
@@ -129,6 +135,11 @@ class SigningKey(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(retired_at__isnull=True), name="signingkey_one_signing_per_tenant"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.algorithm} {self.kid}"
@@ -199,6 +210,9 @@ class Grant(models.Model):
 
 
 class AuthorizationCode(models.Model):
+    """A code stays (spent) after its redemption until it expires, so that a second
+    redemption is recognised as a replay and ends the consent it was issued under."""
+
     code_hash = models.CharField(max_length=64, unique=True)
     grant = models.ForeignKey(Grant, on_delete=models.CASCADE, related_name="codes")
     redirect_uri = models.CharField(max_length=2000)
@@ -208,6 +222,7 @@ class AuthorizationCode(models.Model):
     code_challenge_method = models.CharField(max_length=8, default="S256")
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
+    used_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"code for grant {self.grant_id}"

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from oauth.models import Grant, TenantOAuth, TrustedIssuer
+from oauth.models import Grant, SigningKey, TenantOAuth, TrustedIssuer
 from tenants.models import Membership
 from tools_app.catalog.changes import catalog_changed
 
@@ -19,6 +19,7 @@ from tools_app.catalog.changes import catalog_changed
 @receiver([post_save, post_delete], sender=TenantOAuth)
 @receiver([post_save, post_delete], sender=TrustedIssuer)
 @receiver([post_save, post_delete], sender=Grant)
+@receiver(post_save, sender=SigningKey)  # a first key or a rotation: every process reloads the keys
 @receiver([post_save, post_delete], sender=Membership)
 def _tenant_oauth_changed(instance: Any, **_: Any) -> None:
     catalog_changed(instance.tenant_id)

@@ -112,12 +112,16 @@ def protected_resource_root(request: HttpRequest) -> JsonResponse:
 # --- authorization server ---------------------------------------------------------------
 
 
-def _server(request: HttpRequest, slug: str) -> TenantAuthorizationServer:
+def _server(
+    request: HttpRequest, slug: str, *, admit_new_client: Callable[[], bool] | None = None
+) -> TenantAuthorizationServer:
     found = server_settings(slug)
     if found is None:
         raise Http404("No authorization server here")
     tenant, config = found
-    return TenantAuthorizationServer(tenant, config, locations.request_origin(request))
+    return TenantAuthorizationServer(
+        tenant, config, locations.request_origin(request), admit_new_client=admit_new_client
+    )
 
 
 @open_cors
@@ -130,8 +134,7 @@ def server_metadata(request: HttpRequest, slug: str) -> JsonResponse:
 @open_cors
 @require_http_methods(["GET", "OPTIONS"])
 def jwks(request: HttpRequest, slug: str) -> JsonResponse:
-    _server(request, slug)
-    return _json(public_jwks())
+    return _json(public_jwks(_server(request, slug).tenant.pk))
 
 
 @open_cors
@@ -207,9 +210,17 @@ def _scope_lines(server: TenantAuthorizationServer, scope: str) -> list[tuple[st
 @require_http_methods(["GET", "POST"])
 def authorize(request: HttpRequest, slug: str) -> HttpResponseBase:
     """The authorization endpoint: sign in, then consent (or not) to the client's request."""
-    server = _server(request, slug)
     if not request.user.is_authenticated:
+        _server(request, slug)  # 404 for a tenant without an embedded server, signed in or not
         return redirect(f"{LOGIN_URL}?{urlencode({'next': request.get_full_path()})}")
+    address = _client_address(request)
+
+    def admit_new_client() -> bool:
+        # Here, and only here, an unknown metadata document client is fetched: for a member
+        # of the tenant, counted as a registration from this address.
+        return may_authorize(request.user, server.tenant) and _registration_allowed(slug, address)
+
+    server = _server(request, slug, admit_new_client=admit_new_client)
     try:
         consent = server.get_consent_grant(request, end_user=request.user)
     except OAuth2Error as error:
@@ -245,7 +256,7 @@ def authorize(request: HttpRequest, slug: str) -> HttpResponseBase:
                 "resource": server.resource,
             },
         )
-    if decision == "deny":
+    if decision not in (None, "approve"):  # "deny", and anything else but an explicit yes
         denied: HttpResponse = server.create_authorization_response(request, grant_user=None, grant=consent)
         return denied
     grant = existing or consent_record(tenant=server.tenant, user=request.user, client=client_row, scope=scope)

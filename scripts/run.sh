@@ -49,8 +49,10 @@ say "Seeding the demo tenants and tools (safe to repeat)"
 "$PY" manage.py oauth_enable demo
 
 say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer and the upstream listener"
+# X-Forwarded-* only from TOOLBAY_TRUSTED_PROXIES (uvicorn would trust 127.0.0.1 by default,
+# letting any local client turn the advertised issuer into https://).
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
-    --loop uvloop --http httptools --timeout-graceful-shutdown 5
+    --loop uvloop --http httptools --forwarded-allow-ips "${TOOLBAY_TRUSTED_PROXIES:-}" --timeout-graceful-shutdown 5
 web_pid="$CHILD_PID"
 # Both queues (calls longer than TOOLBAY_LONG_CALL_SECONDS go to toolbay.long) and the
 # embedded beat for the periodic clean-ups; a deployment runs one beat of its own instead.

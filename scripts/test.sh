@@ -84,7 +84,7 @@ stage "Chromium for the browser test (if missing)" ensure_chromium
 stage "ruff check ." "$VENV/bin/ruff" check .
 stage "ruff format --check ." "$VENV/bin/ruff" format --check .
 stage "import contracts (lint-imports)" "$VENV/bin/lint-imports"
-stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth
+stage "mypy" "$VENV/bin/mypy" mcp_platform tools_app tenants audit api console oauth staff_auth
 stage "makemigrations --check --dry-run" makemigrations_check
 # shellcheck disable=SC2086 # PYTEST_ARGS is a list of words on purpose
 stage "pytest" "$PY" -m pytest ${PYTEST_ARGS:-}

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from mcp_platform.redis_clients import sync_redis
 from oauth.resource.verifier import token_verifier
 from tenants.auth import tenant_directory
 from tenants.models import ApiKey, Membership, Tenant
@@ -50,6 +51,10 @@ def _fresh_caches() -> Iterator[None]:
     tenant_directory.clear()
     catalog_cache.clear()
     token_verifier.clear()
+    # Failed sign-ins are counted in Redis per address; every test client is 127.0.0.1.
+    client = sync_redis()
+    for key in client.scan_iter("toolbay:signin:*"):
+        client.delete(key)
     yield
     tenant_directory.clear()
     catalog_cache.clear()

@@ -13,6 +13,8 @@ class ToolsAppConfig(AppConfig):
 
         from django.conf import settings
 
+        from mcp_platform.metrics import register_tool_labels
+
         # Handlers register themselves on import; the admin offers the registered names.
         from tools_app import packs  # noqa: F401
 
@@ -20,6 +22,10 @@ class ToolsAppConfig(AppConfig):
         from tools_app.backends import registry  # noqa: F401
         from tools_app.backends import signals as backend_signals  # noqa: F401
         from tools_app.catalog import signals as catalog_signals  # noqa: F401
+        from tools_app.catalog.selectors import tool_metric_labels
+
+        # /metrics names only known tools, and private ones by id (mcp_platform.metrics).
+        register_tool_labels(tool_metric_labels)
 
         for module in settings.TOOLBAY_HANDLER_MODULES:
             importlib.import_module(module)

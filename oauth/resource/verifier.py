@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,8 +48,7 @@ from joserfc.jwt import JWTClaimsRegistry
 from oauth import locations
 from oauth.resource.config import OFF, IssuerSettings, OAuthSettings, load_settings
 from oauth.resource.remote import FetchFailed, issuer_directory
-from oauth.signing import ALGORITHM as EMBEDDED_ALGORITHM
-from oauth.signing import public_jwks
+from oauth.signing import decode_access_token, public_jwks
 from tenants.auth import AuthFailure, Challenge, TenantRecord
 from tenants.principal import Principal
 
@@ -108,9 +108,10 @@ def _validate_claims(claims: dict[str, Any], *, issuer: str, audience: str) -> N
         raise TokenRejected(f"invalid claims: {exc}") from None
 
 
-def _decode(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, Any]:
+def _decode(verify: Callable[[], jwt.Token]) -> dict[str, Any]:
+    """The claims of the token ``verify`` checks the signature of; its failures said plainly."""
     try:
-        decoded = jwt.decode(token, keys, algorithms=list(algorithms))
+        decoded = verify()
     except UnsupportedAlgorithmError:
         raise TokenRejected("the token's signature algorithm is not accepted") from None
     except BadSignatureError:
@@ -123,32 +124,44 @@ def _decode(token: str, keys: KeySet, algorithms: tuple[str, ...]) -> dict[str, 
 
 
 class LocalKeys:
-    """The embedded server's public keys, read from the database; again (at most every second)
-    when a token names a key id not seen yet."""
+    """The public keys of each tenant's embedded server, read from the database once per
+    tenant record (a new key moves the tenant's generation: ``oauth.signals``), and again, at
+    most every second, when a token names a key id not seen yet."""
 
     REFRESH_SECONDS = 1.0
+    MAX_TENANTS = 10_000
 
     def __init__(self) -> None:
-        self._keys: KeySet | None = None
-        self._kids: frozenset[str] = frozenset()
-        self._loaded_at = 0.0
-        self._lock = asyncio.Lock()
+        # tenant id -> (the record they were loaded for, keys, their ids, when loaded)
+        self._entries: dict[int, tuple[TenantRecord, KeySet, frozenset[str], float]] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
 
     def clear(self) -> None:
-        self._keys, self._kids, self._loaded_at = None, frozenset(), 0.0
+        self._entries.clear()
 
-    async def key_set(self, kid: str | None) -> KeySet:
-        if self._keys is not None and (kid in self._kids or time.monotonic() - self._loaded_at < self.REFRESH_SECONDS):
-            return self._keys
-        async with self._lock:
-            if self._keys is None or (
-                kid not in self._kids and time.monotonic() - self._loaded_at >= self.REFRESH_SECONDS
-            ):
-                document = await sync_to_async(public_jwks)()
-                self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
-                self._kids = frozenset(str(key["kid"]) for key in document["keys"])
-                self._loaded_at = time.monotonic()
-            return self._keys
+    def _fresh(self, tenant: TenantRecord, kid: str | None) -> KeySet | None:
+        entry = self._entries.get(tenant.tenant_id)
+        if entry is None or entry[0] is not tenant:
+            return None
+        if kid in entry[2] or time.monotonic() - entry[3] < self.REFRESH_SECONDS:
+            return entry[1]
+        return None
+
+    async def key_set(self, tenant: TenantRecord, kid: str | None) -> KeySet:
+        keys = self._fresh(tenant, kid)
+        if keys is not None:
+            return keys
+        async with self._locks.setdefault(tenant.tenant_id, asyncio.Lock()):
+            keys = self._fresh(tenant, kid)
+            if keys is not None:
+                return keys
+            document = await sync_to_async(public_jwks)(tenant.tenant_id)
+            keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
+            if len(self._entries) >= self.MAX_TENANTS:
+                self._entries.clear()
+            kids = frozenset(str(key["kid"]) for key in document["keys"])
+            self._entries[tenant.tenant_id] = (tenant, keys, kids, time.monotonic())
+            return keys
 
 
 class OAuthTokenVerifier:
@@ -280,7 +293,7 @@ class OAuthTokenVerifier:
                 raise TokenRejected("the token's issuer is not trusted by this tenant")
             if issuer.validation == "jwt":
                 keys = await issuer_directory.key_set(issuer, header.get("kid"))
-                claims = _decode(token, keys, EXTERNAL_ALGORITHMS)
+                claims = _decode(lambda: jwt.decode(token, keys, algorithms=list(EXTERNAL_ALGORITHMS)))
                 _validate_claims(claims, issuer=issuer.issuer, audience=issuer.audience or resource)
                 return self._principal(tenant, issuer, claims, resource)
             return await self._introspected(tenant, issuer, token, resource)
@@ -305,8 +318,9 @@ class OAuthTokenVerifier:
     ) -> Principal:
         if header.get("typ") != "at+jwt":
             raise TokenRejected("the token is not an access token (typ at+jwt)")
-        keys = await self.local_keys.key_set(header.get("kid"))
-        claims = _decode(token, keys, (EMBEDDED_ALGORITHM,))
+        kid = header.get("kid") if isinstance(header.get("kid"), str) else None
+        keys = await self.local_keys.key_set(tenant, kid)
+        claims = _decode(lambda: decode_access_token(token, keys))
         _validate_claims(claims, issuer=issuer, audience=resource)
         grant_id = claims.get("gid")
         if not isinstance(grant_id, str) or grant_id not in config.active_grants:

@@ -14,7 +14,9 @@ One server object per request: it is bound to the tenant and the origin the requ
 
 from __future__ import annotations
 
+import logging
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -25,9 +27,9 @@ from authlib.common.urls import add_params_to_uri
 from authlib.integrations.django_oauth2.requests import DjangoJsonRequest, DjangoOAuth2Request
 from authlib.oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import grants
-from authlib.oauth2.rfc6749.errors import InvalidRequestError, OAuth2Error
+from authlib.oauth2.rfc6749.errors import InvalidGrantError, InvalidRequestError, OAuth2Error
 from authlib.oauth2.rfc7009 import RevocationEndpoint
-from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint
+from authlib.oauth2.rfc7591 import ClientMetadataClaims, ClientRegistrationEndpoint
 from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9068 import JWTBearerTokenGenerator
 from authlib.oauth2.rfc9207 import IssuerParameter
@@ -35,14 +37,19 @@ from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from joserfc.errors import JoseError
+from joserfc.jwk import KeySet
 
 from oauth import locations
 from oauth.models import AuthorizationCode, Grant, OAuthClient, RefreshToken, TenantOAuth
 from oauth.server.clients import ClientMetadataError, RegisteredClient, find_client, hash_secret, register_client
-from oauth.signing import ALGORITHM, signing_key
+from oauth.signing import ALGORITHM, decode_access_token, public_key_set, signing_key
 from tenants.models import Membership, Tenant
 
+log = logging.getLogger(__name__)
+
 TOKEN_AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
+MAX_TOKEN_LENGTH = 16_384
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
@@ -165,6 +172,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     def save_authorization_code(self, code: str, request: Any) -> None:
         authorized: AuthorizedUser = request.user
         payload = request.payload.data
+        # Spent codes are kept until they expire (to recognise a replay); then they go.
+        AuthorizationCode.objects.filter(grant=authorized.grant, expires_at__lte=timezone.now()).delete()
         AuthorizationCode.objects.create(
             code_hash=hash_secret(code),
             grant=authorized.grant,
@@ -184,13 +193,24 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         )
         if row is None or row.expires_at <= timezone.now():
             return None
+        if row.used_at is not None:
+            grant_end_on_replay(grant_id=row.grant_id)
+            return None
         return IssuedCode(row)
 
-    def delete_authorization_code(self, authorization_code: IssuedCode) -> None:
-        authorization_code.row.delete()
-
     def authenticate_user(self, authorization_code: IssuedCode) -> AuthorizedUser | None:
-        return _authorized(authorization_code.row.grant)
+        # Authlib calls this first when it issues tokens: the code is spent here, by one
+        # conditional UPDATE, so of simultaneous redemptions exactly one wins; the others
+        # are replays and end the consent (RFC 6749 §4.1.2).
+        row = authorization_code.row
+        spent = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=timezone.now())
+        if spent != 1:
+            grant_end_on_replay(grant_id=row.grant_id)
+            raise InvalidGrantError("The authorization code was already used")
+        return _authorized(row.grant)
+
+    def delete_authorization_code(self, authorization_code: IssuedCode) -> None:
+        pass  # spent in authenticate_user; the row stays until it expires
 
 
 class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -211,18 +231,26 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         if row is None:
             return None
         if row.revoked_at is not None:
-            # A rotated token used again: someone holds a copy. End the whole family.
-            RefreshToken.objects.filter(grant=row.grant, revoked_at__isnull=True).update(revoked_at=timezone.now())
+            # A rotated token used again: someone holds a copy. End the consent, and with it
+            # every token issued under it.
+            grant_end_on_replay(grant_id=row.grant_id)
             return None
         if row.expires_at <= timezone.now() or row.grant.revoked_at is not None:
             return None
         return IssuedRefreshToken(row)
 
     def authenticate_user(self, refresh_token: IssuedRefreshToken) -> AuthorizedUser | None:
-        return _authorized(refresh_token.row.grant)
+        # Spent by one conditional UPDATE before anything is issued: of simultaneous
+        # refreshes exactly one wins; the others are reuse and end the consent.
+        row = refresh_token.row
+        spent = RefreshToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        if spent != 1:
+            grant_end_on_replay(grant_id=row.grant_id)
+            raise InvalidGrantError("The refresh token was already used")
+        return _authorized(row.grant)
 
     def revoke_old_credential(self, refresh_token: IssuedRefreshToken) -> None:
-        RefreshToken.objects.filter(pk=refresh_token.row.pk).update(revoked_at=timezone.now())
+        pass  # spent in authenticate_user
 
 
 class AccessTokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
@@ -235,8 +263,9 @@ class AccessTokenGenerator(JWTBearerTokenGenerator):  # type: ignore[misc]
         )
         self.server = server
 
-    def get_jwks(self) -> Any:
-        return signing_key()
+    def get_jwks(self) -> KeySet:
+        # A key set, not the key: joserfc then names the key in the header (``kid``).
+        return KeySet([signing_key(self.server.tenant)])
 
     def get_audiences(self, client: Any, user: Any, scope: str) -> str:
         return self.server.resource
@@ -261,22 +290,65 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
             response["Location"] = add_params_to_uri(location, {"iss": self.issuer})
 
 
+@dataclass
+class IssuedAccessToken:
+    """An access token presented for revocation: its signature and issuer checked, so that
+    nobody revokes a consent by forging a token that names it."""
+
+    grant: Grant
+
+    def check_client(self, client: RegisteredClient) -> bool:
+        return bool(self.grant.client.client_id == client.get_client_id())
+
+
 class Revocation(RevocationEndpoint):  # type: ignore[misc]
-    """RFC 7009: a client revokes its refresh token (and with it the consent's other tokens)."""
+    """RFC 7009: a client revokes a refresh or an access token; either ends the consent it
+    was issued under, and with it every token of that consent (``grant_revoke``)."""
 
     CLIENT_AUTH_METHODS = TOKEN_AUTH_METHODS
     server: TenantAuthorizationServer
 
-    def query_token(self, token_string: str, token_type_hint: str | None) -> IssuedRefreshToken | None:
+    def query_token(
+        self, token_string: str, token_type_hint: str | None
+    ) -> IssuedRefreshToken | IssuedAccessToken | None:
+        if not isinstance(token_string, str) or len(token_string) > MAX_TOKEN_LENGTH:
+            return None
         row = (
             RefreshToken.objects.select_related("grant__client")
             .filter(token_hash=hash_secret(token_string), grant__tenant=self.server.tenant)
             .first()
         )
-        return IssuedRefreshToken(row) if row is not None else None
+        if row is not None:
+            return IssuedRefreshToken(row)
+        return self._access_token(token_string)
 
-    def revoke_token(self, token: IssuedRefreshToken, request: Any) -> None:
-        RefreshToken.objects.filter(grant=token.row.grant, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    def _access_token(self, token_string: str) -> IssuedAccessToken | None:
+        if token_string.count(".") != 2:
+            return None
+        try:
+            decoded = decode_access_token(token_string, public_key_set(self.server.tenant.pk))
+        except (JoseError, ValueError, UnicodeError):
+            return None
+        # Expired tokens may be revoked too (RFC 7009 §2.2 answers 200 either way).
+        if decoded.header.get("typ") != "at+jwt" or decoded.claims.get("iss") != self.server.issuer:
+            return None
+        grant = (
+            Grant.objects.select_related("client")
+            .filter(pk=str(decoded.claims.get("gid") or ""), tenant=self.server.tenant)
+            .first()
+        )
+        return IssuedAccessToken(grant) if grant is not None else None
+
+    def revoke_token(self, token: IssuedRefreshToken | IssuedAccessToken, request: Any) -> None:
+        grant = token.row.grant if isinstance(token, IssuedRefreshToken) else token.grant
+        grant_end(grant_id=grant.pk)
+
+
+class ClientClaims(ClientMetadataClaims):  # type: ignore[misc]
+    def validate_redirect_uris(self) -> None:
+        # Authlib wants a host in every redirect URI, which refuses a native app's
+        # private-use scheme (com.example.app:/cb); clients.check_redirect_uris decides.
+        pass
 
 
 class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
@@ -286,7 +358,7 @@ class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
     server: TenantAuthorizationServer
 
     def __init__(self, server: Any = None, claims_classes: Any = None) -> None:
-        super().__init__(server, claims_classes)
+        super().__init__(server, claims_classes or [ClientClaims])
         self.issued_secrets: dict[str, str | None] = {}
 
     def authenticate_token(self, request: Any) -> bool:
@@ -326,9 +398,14 @@ class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
 
 
 class TenantAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
-    def __init__(self, tenant: Tenant, config: TenantOAuth, origin: str) -> None:
+    def __init__(
+        self, tenant: Tenant, config: TenantOAuth, origin: str, *, admit_new_client: Callable[[], bool] | None = None
+    ) -> None:
         super().__init__(scopes_supported=config.scopes_supported)
         self.tenant = tenant
+        # Given only for a signed-in user's authorization request: the one place where an
+        # unknown metadata document client may be fetched (and counted as a registration).
+        self.admit_new_client = admit_new_client
         self.config = config
         self.origin = locations.canonical_origin(origin)
         self.issuer = locations.issuer_url(origin, tenant.slug)
@@ -372,7 +449,9 @@ class TenantAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     def query_client(self, client_id: str) -> RegisteredClient | None:
         if not isinstance(client_id, str) or not client_id or len(client_id) > 500:
             return None
-        row = find_client(self.tenant, client_id, registration_open=self.config.registration_open)
+        row = find_client(
+            self.tenant, client_id, registration_open=self.config.registration_open, admit_new=self.admit_new_client
+        )
         return RegisteredClient(row, self.config.scopes_supported) if row is not None else None
 
     def save_token(self, token: dict[str, Any], request: Any) -> None:
@@ -431,9 +510,24 @@ def consent_covers(*, tenant: Tenant, user: Any, client: OAuthClient, scope: str
 
 
 @transaction.atomic
+def grant_end(*, grant_id: str) -> None:
+    """End a consent if it still stands (``grant_revoke``); simultaneous calls end it once."""
+    grant = Grant.objects.select_for_update().filter(pk=grant_id, revoked_at__isnull=True).first()
+    if grant is not None:
+        grant_revoke(grant=grant)
+
+
+def grant_end_on_replay(*, grant_id: str) -> None:
+    """A spent code or refresh token came back: someone holds a copy. End the consent."""
+    log.warning("OAuth consent %s ended: a spent code or refresh token was presented again", grant_id)
+    grant_end(grant_id=grant_id)
+
+
+@transaction.atomic
 def grant_revoke(*, grant: Grant) -> None:
-    """End a consent: its access tokens stop working on the next request (the tenant's
-    generation moves), its refresh tokens and codes are void."""
+    """End a consent: its access tokens stop working on the next request on every process
+    (the tenant's generation moves, and the consent drops out of the snapshot the resource
+    server checks tokens against), its refresh tokens and codes are void."""
     now = timezone.now()
     grant.revoked_at = now
     grant.save(update_fields=["revoked_at", "updated_at"])

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +29,9 @@ from oauth.resource.remote import FetchFailed, fetch_json
 from tenants.models import Tenant
 
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]", "::1"}
-FORBIDDEN_SCHEMES = {"javascript", "data", "file", "vbscript", "about", "blob"}
+# RFC 8252 §7.1: a native app's private-use scheme is a reverse domain name it controls
+# (com.example.app), so it has a dot; that also keeps out ftp, ws, javascript and the like.
+PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9+\-]*(\.[a-z0-9+\-]+)+")
 MAX_REDIRECT_URIS = 10
 ALLOWED_AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post")
 
@@ -46,7 +50,8 @@ def is_metadata_document_url(client_id: str) -> bool:
 
 
 def check_redirect_uris(uris: Any) -> list[str]:
-    """https anywhere, http on loopback only (RFC 8252 §7.3), private-use schemes for native apps."""
+    """As RFC 8252 says: https anywhere, http to a loopback address only (§7.3), and a native
+    app's private-use scheme (§7.1, ``com.example.app:/callback``); no other scheme."""
     if not isinstance(uris, list) or not uris or not all(isinstance(uri, str) for uri in uris):
         raise ClientMetadataError("redirect_uris: a non-empty list of URLs is required")
     if len(uris) > MAX_REDIRECT_URIS:
@@ -56,12 +61,16 @@ def check_redirect_uris(uris: Any) -> list[str]:
         scheme = parts.scheme.lower()
         if len(uri) > 2000 or parts.fragment or not scheme:
             raise ClientMetadataError(f"redirect_uris: {uri!r} is not an absolute URL without a fragment")
-        if scheme in FORBIDDEN_SCHEMES:
-            raise ClientMetadataError(f"redirect_uris: the scheme {scheme!r} is not allowed")
-        if scheme == "http" and (parts.hostname or "") not in LOOPBACK_HOSTS:
-            raise ClientMetadataError(f"redirect_uris: {uri!r}: plain http only to a loopback address")
-        if scheme in ("http", "https") and not parts.hostname:
-            raise ClientMetadataError(f"redirect_uris: {uri!r} has no host")
+        if scheme in ("http", "https"):
+            if not parts.hostname or "@" in parts.netloc:
+                raise ClientMetadataError(f"redirect_uris: {uri!r} has no host, or hides it behind user info")
+            if scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+                raise ClientMetadataError(f"redirect_uris: {uri!r}: plain http only to a loopback address")
+        elif not PRIVATE_USE_SCHEME.fullmatch(scheme):
+            raise ClientMetadataError(
+                f"redirect_uris: the scheme {scheme!r} is not allowed (https, http to loopback, or a private-use "
+                "scheme such as com.example.app)"
+            )
     return list(uris)
 
 
@@ -159,6 +168,8 @@ async def _fetch_document(client_id: str) -> dict[str, Any]:
 
 
 def _refresh_document_client(tenant: Tenant, row: OAuthClient | None, client_id: str) -> OAuthClient | None:
+    if row is None and _tenant_full(tenant):
+        return None
     try:
         document = async_to_sync(_fetch_document)(client_id)
         fields = client_fields({**document, "token_endpoint_auth_method": "none"})
@@ -178,12 +189,23 @@ def _refresh_document_client(tenant: Tenant, row: OAuthClient | None, client_id:
     return row
 
 
-def find_client(tenant: Tenant, client_id: str, *, registration_open: bool) -> OAuthClient | None:
-    """The tenant's client; a metadata document client is (re)read when unknown or stale."""
+def _tenant_full(tenant: Tenant) -> bool:
+    return OAuthClient.objects.filter(tenant=tenant).count() >= settings.TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT
+
+
+def find_client(
+    tenant: Tenant, client_id: str, *, registration_open: bool, admit_new: Callable[[], bool] | None = None
+) -> OAuthClient | None:
+    """The tenant's client. A metadata document client is (re)read when unknown or stale,
+    but only when ``admit_new`` is given (the signed-in authorization step; never the token
+    endpoint, which anyone can call): an unknown one is then a new client, made only if
+    ``admit_new()`` (the registration rate limit) allows it and the tenant has room."""
     row = OAuthClient.objects.filter(tenant=tenant, client_id=client_id).first()
     if not is_metadata_document_url(client_id) or (row is not None and row.kind != OAuthClient.Kind.METADATA_DOCUMENT):
         return row
-    if row is None and not registration_open:
+    if admit_new is None:
+        return row
+    if row is None and (not registration_open or not admit_new()):
         return None
     max_age = timedelta(seconds=settings.TOOLBAY_OAUTH_CIMD_CACHE_SECONDS)
     if row is not None and row.fetched_at is not None and timezone.now() - row.fetched_at < max_age:
@@ -198,7 +220,7 @@ def register_client(
     import secrets
 
     fields = client_fields(metadata)
-    if OAuthClient.objects.filter(tenant=tenant).count() >= settings.TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT:
+    if _tenant_full(tenant):
         raise ClientMetadataError("this tenant has as many clients as it may have")
     secret = None if fields["token_endpoint_auth_method"] == "none" else secrets.token_urlsafe(32)
     row = OAuthClient(

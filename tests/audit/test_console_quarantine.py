@@ -42,8 +42,9 @@ def test_no_quarantined_rows_says_so(operator_client, db):
     assert "every invocation row reached the database" in operator_client.get("/console/quarantine/").content.decode()
 
 
-def test_the_metric_counts_every_quarantined_row(client, quarantined):
-    text = client.get("/metrics").content.decode()
+def test_the_metric_counts_every_quarantined_row(client, quarantined, settings):
+    settings.METRICS_TOKEN = "scrape-token"  # DEBUG=0 serves /metrics only to a scrape that sends it
+    text = client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token").content.decode()
     samples = {
         sample.name: sample.value
         for family in text_string_to_metric_families(text)

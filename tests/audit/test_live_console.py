@@ -263,9 +263,12 @@ def test_metrics_count_calls_streams_and_list_changed(site: dict, django_db_bloc
         for _ in range(3):
             assert "result" in session.request("tools/call", {"name": "console_echo", "arguments": {"text": "hi"}})
         session.request("tools/call", {"name": "no_such_tool", "arguments": {}})
-        calls = ("toolbay_tool_calls_total", (("outcome", "completed"), ("tenant", SLUG), ("tool", "console_echo")))
-        timed = ("toolbay_tool_call_duration_seconds_count", (("tenant", SLUG), ("tool", "console_echo")))
-        denied = ("toolbay_tool_calls_total", (("outcome", "denied"), ("tenant", SLUG), ("tool", "no_such_tool")))
+        # console_echo is the tenant's private tool: labelled by id, never by its name; a name
+        # that is no tool is counted as "(unknown)".
+        echo = f"private:{site['tool'].pk}"
+        calls = ("toolbay_tool_calls_total", (("outcome", "completed"), ("tenant", SLUG), ("tool", echo)))
+        timed = ("toolbay_tool_call_duration_seconds_count", (("tenant", SLUG), ("tool", echo)))
+        denied = ("toolbay_tool_calls_total", (("outcome", "denied"), ("tenant", SLUG), ("tool", "(unknown)")))
         samples = _metrics(server)
         assert samples[calls] == 3 and samples[timed] == 3 and samples[denied] == 1
 

@@ -16,6 +16,9 @@ from audit.journal import JOURNAL_KEY, invocation_row, journal
 from mcp_platform import health
 from mcp_platform.metrics import CALLS, LATENCY_BUCKETS
 
+TOKEN = "scrape-token"
+SCRAPER = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+
 
 @pytest.fixture(autouse=True)
 def _fresh_counters() -> Iterator[None]:
@@ -24,8 +27,14 @@ def _fresh_counters() -> Iterator[None]:
     CALLS.clear()
 
 
+@pytest.fixture(autouse=True)
+def _metrics_token(settings) -> None:
+    # The tests run with DEBUG=0, where /metrics answers only a scrape that sends the token.
+    settings.METRICS_TOKEN = TOKEN
+
+
 def _scrape(client: Client, **headers: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    response = client.get("/metrics", **headers)
+    response = client.get("/metrics", **(headers or SCRAPER))
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/plain; version=0.0.4")
     samples = {}
@@ -47,7 +56,9 @@ def _row(tenant, tool: str, outcome: str, duration_ms: float | None):
     )
 
 
-def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex):
+def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex, make_tool):
+    make_tool("echo")
+    make_tool("report")
     journal.append_now(_row(acme, "echo", "completed", 4.0))
     journal.append_now(_row(acme, "echo", "completed", 40.0))
     journal.append_now(_row(acme, "echo", "timed_out", 30_000.0))
@@ -73,7 +84,8 @@ def test_calls_by_tenant_tool_outcome_and_latency(client, acme, globex):
 
 
 @override_settings(AUDIT_INVOCATIONS=False)
-def test_counted_even_when_rows_are_not_written(client, acme):
+def test_counted_even_when_rows_are_not_written(client, acme, make_tool):
+    make_tool("echo")
     redis_client = redis.Redis.from_url(settings.REDIS_URL)
     before = redis_client.xlen(JOURNAL_KEY)
     journal.append_now(_row(acme, "echo", "completed", 1.0))
@@ -110,6 +122,63 @@ def test_metrics_token(client, db):
         assert _scrape(client, HTTP_AUTHORIZATION="Bearer s3cret")
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_without_a_token_production_serves_no_one(client, db, debug: bool):
+    with override_settings(METRICS_TOKEN="", DEBUG=debug):
+        response = client.get("/metrics")
+        with_header = client.get("/metrics", HTTP_AUTHORIZATION="Bearer anything")
+    if debug:  # a laptop: open
+        assert response.status_code == with_header.status_code == 200
+    else:
+        assert response.status_code == with_header.status_code == 403
+        assert b"METRICS_TOKEN" in response.content and b"toolbay_" not in response.content
+
+
+def test_private_tools_are_labelled_by_id(client, acme, globex, make_tool):
+    make_tool("lookup")  # a platform tool
+    secret = make_tool("acme-merger-plans", tenant=acme)
+    shadow = make_tool("lookup", tenant=globex)  # globex's own lookup shadows the platform's
+    journal.append_now(_row(acme, "acme-merger-plans", "completed", 1.0))
+    journal.append_now(_row(acme, "lookup", "completed", 1.0))
+    journal.append_now(_row(globex, "lookup", "completed", 1.0))
+    response = client.get("/metrics", **SCRAPER)
+    assert b"acme-merger-plans" not in response.content
+    calls = {labels: value for (name, labels), value in _scrape(client).items() if name == "toolbay_tool_calls_total"}
+    assert calls == {
+        (("outcome", "completed"), ("tenant", "acme"), ("tool", f"private:{secret.pk}")): 1.0,
+        (("outcome", "completed"), ("tenant", "acme"), ("tool", "lookup")): 1.0,
+        (("outcome", "completed"), ("tenant", "globex"), ("tool", f"private:{shadow.pk}")): 1.0,
+    }
+
+
+def test_names_that_are_no_tool_are_one_series(client, acme, make_tool):
+    make_tool("echo")
+    for number in range(50):
+        journal.append_now(_row(acme, f"made-up-{number}", "denied", None))
+    journal.append_now(_row(acme, "echo", "completed", 2.0))
+    journal.append_now(_row(acme, "made-up-late", "denied", 3.0))
+    samples = _scrape(client)
+    tools = {dict(labels)["tool"] for name, labels in samples if name.startswith("toolbay_tool_call")}
+    assert tools == {"echo", "(unknown)"}
+    unknown = (("outcome", "denied"), ("tenant", "acme"), ("tool", "(unknown)"))
+    assert samples[("toolbay_tool_calls_total", unknown)] == 51
+    assert samples[("toolbay_tool_call_duration_seconds_count", (("tenant", "acme"), ("tool", "(unknown)")))] == 1
+    # The scrape folded the made-up names away: the process no longer holds them.
+    calls, latency = CALLS.snapshot()
+    assert {key[1] for key in calls} | {key[1] for key in latency} == {"echo", "(unknown)"}
+    journal.append_now(_row(acme, "made-up-0", "denied", None))
+    assert _scrape(client)[("toolbay_tool_calls_total", unknown)] == 52
+
+
+def test_resource_reads_and_prompts_are_no_tool_calls(client, acme, make_tool):
+    make_tool("echo")
+    journal.append_now(invocation_row(
+        tenant_id=acme.pk, key_id=None, key_label="anonymous", tool_name="file:///etc/hosts", kind="resource",
+        outcome="completed", duration_ms=1.0, started_at=time.time(),
+    ))  # fmt: skip
+    assert not any(name.startswith("toolbay_tool_call") for name, _ in _scrape(client))
+
+
 def test_readyz_ok(client, db):
     response = client.get("/readyz")
     assert response.status_code == 200
@@ -135,7 +204,7 @@ def test_readyz_names_what_failed(client, db, monkeypatch):
 
 def test_a_scrape_survives_a_broker_outage(client, db):
     with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0"):
-        response = client.get("/metrics")
+        response = client.get("/metrics", **SCRAPER)
     assert response.status_code == 200
     assert re.search(rb"^toolbay_open_streams ", response.content, re.M)
 
@@ -148,3 +217,12 @@ def test_the_mcp_engine_imports_its_counter_without_django_set_up():
     env = {key: value for key, value in __import__("os").environ.items() if key != "DJANGO_SETTINGS_MODULE"}
     code = "import mcp_platform.mcp.transport.standalone, sys; sys.exit('django.apps' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR).returncode == 0
+
+
+def test_a_process_nobody_scrapes_holds_a_bounded_number_of_names(acme, monkeypatch):
+    monkeypatch.setattr("mcp_platform.metrics.MAX_TOOL_KEYS", 3)
+    for number in range(20):
+        journal.append_now(_row(acme, f"made-up-{number}", "denied", None))
+    calls, _ = CALLS.snapshot()
+    assert len(calls) == 4  # three names, then one series for every later one
+    assert calls[(acme.pk, "(unknown)", "denied")] == 17

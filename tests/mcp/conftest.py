@@ -104,6 +104,9 @@ def start_server(
             "--log-level",
             "warning",
             "--no-access-log",
+            # As production launches it: X-Forwarded-* from no one unless configured.
+            "--forwarded-allow-ips",
+            os.environ.get("TOOLBAY_TRUSTED_PROXIES", ""),
         ],
         cwd=ROOT,
         env=env,

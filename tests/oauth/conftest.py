@@ -90,20 +90,37 @@ def orm(django_db_blocker: Any) -> Iterator[None]:
         yield
 
 
+def _oauth_server_env(world: OAuthWorld) -> dict[str, str]:
+    return {
+        # The stand-ins live on loopback, which the SSRF guard otherwise refuses.
+        "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1",
+        "SSL_CERT_FILE": str(world.documents.cert_path),
+        "TOOLBAY_OAUTH_JWKS_REFRESH_SECONDS": "0",
+        # Each concurrent request of a sync view has its own thread and database connection:
+        # close it when the request ends, or a burst of 100 (test_grant_lifecycle) keeps the
+        # shared test database's connections taken for a minute.
+        "DATABASE_CONN_MAX_AGE": "0",
+    }
+
+
 @pytest.fixture(scope="session")
 def oauth_server(
     oauth_world: OAuthWorld, oauth_audit_writer: LiveWriter, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LiveServer]:
-    server = start_server(
-        tmp_path_factory.mktemp("oauth-server"),
-        "oauth-server",
-        {
-            # The stand-ins live on loopback, which the SSRF guard otherwise refuses.
-            "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1",
-            "SSL_CERT_FILE": str(oauth_world.documents.cert_path),
-            "TOOLBAY_OAUTH_JWKS_REFRESH_SECONDS": "0",
-        },
-    )
+    server = start_server(tmp_path_factory.mktemp("oauth-server"), "oauth-server", _oauth_server_env(oauth_world))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def oauth_server_2(
+    oauth_server: LiveServer, tmp_path_factory: pytest.TempPathFactory, oauth_world: OAuthWorld
+) -> Iterator[LiveServer]:
+    """A second ASGI process beside ``oauth_server`` (same database and Redis): what one
+    process does, the other must see. It says it is ``oauth_server`` (``TOOLBAY_PUBLIC_URL``),
+    as two processes behind one proxy do, so tokens of one are good on the other."""
+    env = {**_oauth_server_env(oauth_world), "TOOLBAY_PUBLIC_URL": oauth_server.url}
+    server = start_server(tmp_path_factory.mktemp("oauth-server-2"), "oauth-server-2", env)
     yield server
     server.stop()
 

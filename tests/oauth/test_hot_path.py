@@ -48,7 +48,7 @@ def _token(grant: Grant, slug: str = "acme", **claims: Any) -> str:
         "exp": now + 300,
         **claims,
     }
-    key = signing_key()
+    key = signing_key(grant.tenant)
     return jwt.encode({"alg": "ES256", "kid": key.kid, "typ": "at+jwt"}, payload, KeySet([key]))
 
 

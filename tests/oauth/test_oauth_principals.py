@@ -125,7 +125,7 @@ def _embedded_token(server_url: str, slug: str, grant: Grant, **claims: Any) -> 
         "exp": now + 300,
         **claims,
     }
-    key = signing_key()
+    key = signing_key(grant.tenant)
     return jwt.encode({"alg": "ES256", "kid": key.kid, "typ": "at+jwt"}, payload, KeySet([key]))
 
 

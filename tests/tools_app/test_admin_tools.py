@@ -63,7 +63,10 @@ def tool_data(**overrides: Any) -> dict[str, Any]:
 
 
 def rule_data(**overrides: Any) -> dict[str, Any]:
-    data = {"effect": "allow", "tool": "", "tool_pattern": "", "tenant": "", "owner": "", "scopes": "", "note": ""}
+    data = {
+        "effect": "allow", "tool": "", "tool_pattern": "", "tenant": "", "owner": "", "scopes": "", "enabled": "on",
+        "note": "",
+    }  # fmt: skip
     data.update(overrides)
     return data
 

@@ -24,6 +24,7 @@ from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
 from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.selectors import platform_rules_targeting
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 PREVIEW_STYLE = (
@@ -131,6 +132,24 @@ class ToolAdmin(TenantScopedAdmin):
             return (CatalogFilter, *self.list_filter)
         return self.list_filter
 
+    def get_form(
+        self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm[Tool]]:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.check_platform_rules = not tenant_scope(request).platform  # type: ignore[attr-defined]
+        return form
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
+        """For tenant admins, platform rules on a tool protect it: the delete page and the bulk
+        action refuse (see ``tool_check_platform_rules``)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        rules = [] if tenant_scope(request).platform else list(platform_rules_targeting(objs))
+        if rules:
+            # Django would only say the user may not delete "access rules"; say which, and why.
+            perms_needed = perms_needed - {AccessRule._meta.verbose_name}
+            protected = [*protected, *(f"Platform access rule #{rule.pk}: {rule}" for rule in rules)]
+        return deleted, counts, perms_needed, protected
+
     def formfield_for_foreignkey(
         self, db_field: Any, request: HttpRequest, **kwargs: Any
     ) -> ModelChoiceField[Any] | None:
@@ -171,10 +190,11 @@ class AccessRuleAdmin(TenantScopedAdmin):
 
     form = AccessRuleForm
     list_display = (
-        "__str__", "effect", "kind", "target", "applies_to", "managed_by", "narrowed_to", "note", "updated_at",
+        "__str__", "effect", "kind", "target", "applies_to", "managed_by", "narrowed_to", "enabled", "note",
+        "updated_at",
     )  # fmt: skip
     list_display_links = ("__str__",)
-    list_filter = ("effect", "kind", ("tenant", admin.RelatedOnlyFieldListFilter))
+    list_filter = ("enabled", "effect", "kind", ("tenant", admin.RelatedOnlyFieldListFilter))
     search_fields = ("tool__name", "tool_pattern", "note", "tenant__slug")
     list_select_related = ("tool", "tenant", "owner")
     autocomplete_fields = ("tool", "tenant", "owner", "api_keys")
@@ -199,7 +219,7 @@ class AccessRuleAdmin(TenantScopedAdmin):
                 "strictest policy of the tool and every rule that applies wins; empty: no change).",
             },
         ),
-        (None, {"fields": ("note",)}),
+        (None, {"fields": ("enabled", "note")}),
         ("History", {"fields": ("created_at", "updated_at", "created_by")}),
     )
 

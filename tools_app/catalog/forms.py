@@ -15,6 +15,7 @@ from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.services import tool_check_platform_rules
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -112,6 +113,9 @@ class ToolForm(forms.ModelForm[Tool]):
         "comes from the select above.",
     )
 
+    # Set by the admin for tenant admins: they may not rename or move a tool platform rules target.
+    check_platform_rules: ClassVar[bool] = False
+
     class Meta:
         model = Tool
         fields = "__all__"
@@ -143,6 +147,12 @@ class ToolForm(forms.ModelForm[Tool]):
         super().clean()
         cleaned = self.cleaned_data
         self._check_name_is_free(cleaned)
+        if self.check_platform_rules:
+            changes: dict[str, Any] = {field: cleaned[field] for field in ("name", "tenant") if field in cleaned}
+            try:
+                tool_check_platform_rules(tool=self.instance, changes=changes)
+            except ValidationError as exc:
+                self.add_error(None, exc)
         config = cleaned.get("backend_config")
         if cleaned.get("backend_kind") == Tool.Backend.PYTHON and isinstance(config, dict):
             handler = cleaned.get("handler")

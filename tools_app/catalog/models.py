@@ -225,7 +225,9 @@ class AccessRule(models.Model):
     scopes = models.JSONField(
         default=list,
         blank=True,
-        help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes).",
+        help_text="Narrow the rule to credentials holding any of these scopes (key scopes, token scopes). A "
+        "tenant's admins set the scopes of its keys: on a platform rule, scopes let the tenant choose which of its "
+        "credentials the rule applies to.",
     )
     confirmation = models.CharField(
         max_length=16,
@@ -233,6 +235,11 @@ class AccessRule(models.Model):
         blank=True,
         help_text="A stricter confirmation policy for the callers this rule applies to (empty: the tool's). "
         "The strictest applicable policy wins: a rule can tighten a tool's policy, never loosen it.",
+    )
+    enabled = models.BooleanField(
+        default=True,
+        help_text="A disabled rule applies to no one. Toolbay disables a rule whose last API key was deleted "
+        "rather than let it apply to every credential.",
     )
     note = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

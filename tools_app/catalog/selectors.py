@@ -4,6 +4,7 @@ tools, resources, templates, prompts and rules a signed-in user manages (through
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Q, QuerySet
@@ -35,7 +36,35 @@ def tools_available_to(tenant_id: int) -> QuerySet[Tool]:
 
 
 def rules_for_tenant(tenant_id: int) -> QuerySet[AccessRule]:
-    return AccessRule.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id))
+    """The enabled rules that can apply to the tenant's callers (a disabled rule applies to no one)."""
+    return AccessRule.objects.filter(Q(tenant__isnull=True) | Q(tenant_id=tenant_id), enabled=True)
+
+
+def platform_rules_targeting(tools: Iterable[Tool]) -> QuerySet[AccessRule]:
+    """The platform rules that target these tools by id (not by pattern or tag)."""
+    return AccessRule.objects.filter(tool__in=list(tools), owner__isnull=True).select_related("tool").order_by("pk")
+
+
+def tool_metric_labels(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str], str]:
+    """How /metrics labels the tool of each (tenant id, name) called: the tenant's private tool
+    of that name as ``private:<id>`` (its name is the tenant's), else the platform tool's name;
+    a name that is neither is left out (counted as unknown)."""
+    pairs = set(pairs)
+    rows = Tool.objects.filter(name__in={name for _, name in pairs}).values_list("pk", "tenant_id", "name")
+    platform: set[str] = set()
+    private: dict[tuple[int, str], int] = {}
+    for pk, tenant_id, name in rows:
+        if tenant_id is None:
+            platform.add(name)
+        else:
+            private[(tenant_id, name)] = pk
+    labels = {}
+    for tenant_id, name in pairs:
+        if (tenant_id, name) in private:
+            labels[(tenant_id, name)] = f"private:{private[(tenant_id, name)]}"
+        elif name in platform:
+            labels[(tenant_id, name)] = name
+    return labels
 
 
 def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:

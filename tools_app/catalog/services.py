@@ -17,6 +17,7 @@ from tools_app.catalog.definitions import (
     ToolDefinition,
 )
 from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.selectors import platform_rules_targeting
 
 
 @transaction.atomic
@@ -186,6 +187,34 @@ def tool_delete(*, tool: Tool) -> None:
     tool.delete()
 
 
+def tool_check_platform_rules(*, tool: Tool, changes: dict[str, Any] | None = None) -> None:
+    """For a tenant admin's write: raise ValidationError when deleting ``tool`` (``changes``
+    None), or renaming or moving it to another tenant, would take it away from the platform
+    rules that target it by id.
+
+    Such a rule (a platform deny, a ``confirmation: always``) is the platform's decision about
+    that tool; deleting the tool would delete the rule with it, and a tool re-created under the
+    same name would run without it. Platform admins may still do either.
+    """
+    if tool.pk is None:
+        return
+    if changes is not None:
+        renamed = "name" in changes and changes["name"] != tool.name
+        moved = "tenant" in changes and getattr(changes["tenant"], "pk", None) != tool.tenant_id
+        if not (renamed or moved):
+            return
+    rules = list(platform_rules_targeting([tool])[:6])
+    if not rules:
+        return
+    named = "; ".join(f"#{rule.pk} {rule}" for rule in rules[:5]) + (" and more" if len(rules) > 5 else "")
+    what = "deleted" if changes is None else "renamed or moved"
+    message = (
+        f"Platform access rules target this tool ({named}): it cannot be {what} while they do. "
+        "Ask a platform admin to remove those rules first."
+    )
+    raise ValidationError(message if changes is None else {"name": [message]})
+
+
 def access_rule_check(rule: AccessRule, api_keys: Iterable[ApiKey]) -> None:
     """Raise ValidationError (per field) unless ``rule`` with these keys could be saved."""
     # ValidationErrors from full_clean, then messages of our own: ValidationError takes both.
@@ -233,6 +262,26 @@ def access_rule_update(
 @transaction.atomic
 def access_rule_delete(*, rule: AccessRule) -> None:
     rule.delete()
+
+
+@transaction.atomic
+def access_rules_disable_unnarrowed(*, rule_ids: Iterable[int]) -> list[AccessRule]:
+    """Disable those of ``rule_ids`` that no longer name any credential (key, OAuth subject or group).
+
+    Called once API keys are gone: a rule narrowed to keys that all disappeared would otherwise
+    apply to every credential of its tenant (or of every tenant), so deleting a key would widen
+    a platform rule. Disabling keeps what the rule applied to (no one is left) and leaves the
+    rule for a platform admin to narrow again. Each is saved, so the change audit records it,
+    attributed to whoever deleted the key.
+    """
+    disabled = []
+    for rule in AccessRule.objects.select_for_update().filter(pk__in=list(rule_ids), enabled=True):
+        if rule.oauth_subjects or rule.oauth_groups or rule.api_keys.exists():
+            continue
+        rule.enabled = False
+        rule.save(update_fields=["enabled", "updated_at"])
+        disabled.append(rule)
+    return disabled
 
 
 CatalogEntryModel = Resource | ResourceTemplate | Prompt

@@ -86,7 +86,14 @@ class ToolViewSet(
         self._require_write_role(serializer)
         serializer.save()
 
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        if not self.scope.platform:
+            tool_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
+        serializer.save()
+
     def perform_destroy(self, instance: Tool) -> None:
+        if not self.scope.platform:
+            tool_services.tool_check_platform_rules(tool=instance)
         tool_services.tool_delete(tool=instance)
 
     def _dry_run(self, serializer: ToolSerializer) -> Response:
@@ -118,6 +125,8 @@ class ToolViewSet(
     def validate_changes(self, request: Request, pk: str | None = None) -> Response:
         serializer = self.get_serializer(self.get_object(), data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
+        if not self.scope.platform:
+            tool_services.tool_check_platform_rules(tool=serializer.instance, changes=serializer.validated_data)
         return self._dry_run(serializer)
 
     @extend_schema(
