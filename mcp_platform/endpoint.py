@@ -18,6 +18,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcp_platform import tracing
 from mcp_platform.faults import is_unavailable
 from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
@@ -77,6 +78,8 @@ def build_transport() -> StreamableHttp:
             is_unavailable=is_unavailable,
         ),
     )
+    if tracing.ENABLED:
+        engine.tracer = stateless.tracer = tracing.start_request
     return StreamableHttp(
         engine,
         stateless,
@@ -132,9 +135,12 @@ async def stopped() -> None:
 
 
 async def mcp_endpoint(scope: dict[str, Any], receive: Any, send: Any, *, tenant: str) -> None:
-    """``/mcp/<tenant>``: the MCP transport, with the request's log context."""
+    """``/mcp/<tenant>``: the MCP transport, with the request's log and trace context."""
     tokens = enter_mcp_log_context(scope)
+    traced = tracing.enter_request(scope, tenant) if tracing.ENABLED else None
     try:
         await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=tenant)
     finally:
+        if traced is not None:
+            tracing.leave_request(traced)
         leave_log_context(tokens)

@@ -62,6 +62,24 @@ Answering = Callable[[ToolHost[Any], Identity, dict[str, Any], Requester], Await
 Asking = Callable[[CallLink], Awaitable[Mapping[str, Any] | Relayed]]
 
 
+class RequestSpan(Protocol):
+    """A trace span the platform opened for one request (``RequestTracer``)."""
+
+    def failed(self, code: int, message: str) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class RequestTracer(Protocol):
+    """Opens the span of one request (method, params, JSON-RPC id, protocol revision); the
+    engine ends it when the request is answered. The platform's OpenTelemetry tracing
+    (``mcp_platform.tracing.start_request``) is one; the engine knows no tracing library."""
+
+    def __call__(
+        self, method: str, params: Mapping[str, Any], request_id: Any, protocol_version: str
+    ) -> RequestSpan: ...
+
+
 async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] | None:
     """Run a call as the one ``link`` follows (a cancellation interrupts it); the finished
     call, or None when the client cancelled it here (no answer is due then)."""
@@ -94,6 +112,9 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
     (the abstract methods); a method added here is served on both revisions.
     """
 
+    # Set by the platform when tracing is on; None costs the hot path one attribute read.
+    tracer: RequestTracer | None = None
+
     def __init__(self, *, host: ToolHost[Any], cursors: CursorCodec, config: SpineConfig) -> None:
         self.host = host
         self.cursors = cursors
@@ -116,23 +137,38 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
         """The answer to a request, as the revision shapes it (``_result``, ``_error``); None
         when the request was cancelled (no answer then), or Relayed when another process
         wrote the answer to the stream's log."""
+        if self.tracer is None:
+            return await self._handle(identity, message, client, stream, None)
+        span = self.tracer(message.method, message.params, message.raw.get("id"), client.protocol_version)
+        try:
+            return await self._handle(identity, message, client, stream, span)
+        finally:
+            span.end()
+
+    async def _handle(
+        self, identity: Identity, message: Message, client: ClientT, stream: Stream, span: RequestSpan | None
+    ) -> dict[str, Any] | ErrorT | Relayed | None:
         handler = self._methods.get(message.method)
         try:
             if handler is None:
                 raise self._unknown_method(message.method)
             result = await handler(identity, message, client, stream)
-        except JsonRpcError as exc:
-            return self._error(message, exc)
         except MissingClientCapability as exc:
-            return self._error(message, missing_capability(exc.capability))
+            error = missing_capability(exc.capability)
+        except JsonRpcError as exc:
+            error = exc
         except Exception as exc:
             if self._is_unavailable(exc):
                 raise
             log.exception("internal error handling %s", message.method)
-            return self._error(message, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
-        if result is None or isinstance(result, Relayed):
-            return result
-        return self._result(message, result)
+            error = JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
+        else:
+            if result is None or isinstance(result, Relayed):
+                return result
+            return self._result(message, result)
+        if span is not None:
+            span.failed(error.code, error.message)
+        return self._error(message, error)
 
     # --- what a revision changes -------------------------------------------------------
 

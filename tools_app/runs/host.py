@@ -5,6 +5,7 @@ and the runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import time
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from asgiref.sync import sync_to_async
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
+from mcp_platform import tracing
 from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
 from mcp_platform.mcp.host import AuthError, Requester
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
@@ -54,9 +56,13 @@ class PlatformToolHost:
         self._cache = catalog
 
     async def authenticate(self, endpoint: str, authorization: str | None, origin: str = "") -> Principal:
+        started_ns = time.time_ns() if tracing.ENABLED else 0
         try:
-            return await self._directory.authenticate(endpoint, authorization, origin)
+            principal = await self._directory.authenticate(endpoint, authorization, origin)
         except AuthFailure as exc:
+            if tracing.ENABLED:  # no request span follows a refused credential: this one stands alone
+                with tracing.span("mcp.authenticate", parent=tracing.request_parent()) as span:
+                    tracing.mark_error(span, exc.message)
             if exc.tenant_id is not None and journal.allow_denied(f"{exc.tenant_id}:refused"):
                 await journal.append(
                     invocation_row(
@@ -70,6 +76,10 @@ class PlatformToolHost:
                     )
                 )
             raise _auth_error(exc) from None
+        if tracing.ENABLED:
+            tracing.authenticated(started_ns)
+            tracing.annotate(toolbay__tenant__id=principal.tenant_id, toolbay__credential=principal.label)
+        return principal
 
     def authorize(self, identity: Principal, method: str) -> None:
         try:
@@ -143,9 +153,12 @@ class PlatformToolHost:
             arguments=arguments,
             started_at=started_at,
         )
+        if tracing.ENABLED:
+            tracing.annotate(toolbay__tenant__id=identity.tenant_id, toolbay__credential=identity.label)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
+            tracing.annotate(toolbay__outcome=Outcome.DENIED)
             return None
         row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
         try:
@@ -178,8 +191,11 @@ class PlatformToolHost:
                 recorded = row(
                     outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock), **confirmation
                 )
+            if recorded is not None:
+                tracing.annotate(toolbay__outcome=recorded["outcome"])
             # One round trip before answering: the row is in the journal once the client has its answer.
-            await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+            with tracing.span("toolbay.audit.write") if recorded is not None else contextlib.nullcontext():
+                await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
 
     async def recover_run(self, run_id: str, worker: str) -> None:
@@ -196,7 +212,10 @@ class PlatformToolHost:
     async def _run(
         principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ctx: ToolContext
     ) -> Finished:
-        problem = argument_problem(tool, arguments)
+        with tracing.span("toolbay.validate_arguments") as span:
+            problem = argument_problem(tool, arguments)
+            if problem is not None:
+                tracing.mark_error(span, "invalid arguments")
         if problem is not None:
             return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
         # Outcome None: a worker runs it from here (confirmation included) and records it.

@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.models import ConfirmationOutcome, Outcome
+from mcp_platform import tracing
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.approvals import approvals_purge_expired
@@ -45,6 +46,23 @@ def _fail(run_id: str, text: str) -> None:
 
 @shared_task(name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True)
 def execute_run(run_id: str) -> None:
+    if not tracing.ENABLED:
+        _execute_run(run_id)
+        return
+    # The producer's trace context came in the message headers (queueing.enqueue).
+    request = execute_run.request
+    headers = {name: getattr(request, name, None) for name in ("traceparent", "tracestate")}
+    queue = (request.delivery_info or {}).get("routing_key") or "celery"
+    with tracing.consumer_span(
+        f"{queue} process",
+        headers,
+        messaging__system="celery",
+        toolbay__run__id=run_id,
+    ):
+        _execute_run(run_id)
+
+
+def _execute_run(run_id: str) -> None:
     run = ToolRun.objects.select_related("tool").filter(pk=run_id).first()
     if run is None or run.is_terminal:
         return  # cancelled while queued, or a redelivery after the outcome was recorded

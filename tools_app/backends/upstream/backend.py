@@ -22,6 +22,7 @@ import contextlib
 import secrets
 from typing import Any
 
+from mcp_platform import tracing
 from tools_app.backends.base import BackendConfigError, BackendError, CallContext
 from tools_app.backends.results import ToolError
 from tools_app.backends.upstream.client import UpstreamError, UpstreamUnavailable, shared_session
@@ -109,7 +110,13 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
 
     params = {"name": config["tool"], "arguments": arguments, "_meta": {"progressToken": token}}
     try:
-        result = await session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+        with tracing.span(
+            f"tools/call {config['tool']}",
+            kind=tracing.SpanKind.CLIENT,
+            attributes={"mcp.method.name": "tools/call", "gen_ai.tool.name": config["tool"]},
+        ):
+            tracing.inject(params["_meta"])  # the trace-context proposal for MCP: params._meta.traceparent
+            result = await session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
     except UpstreamError as exc:
         message = redact(exc.message, endpoint.secret_values)
         raise ToolError(
