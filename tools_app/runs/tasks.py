@@ -89,6 +89,8 @@ def _execute_run(run_id: str) -> None:
     )
     if not taken:
         return  # another worker took it between our read and now
+    # Joins Celery's task id, the run and (with tracing on) the call's trace in the worker's log.
+    log.info("running call %s of %s (attempt %d)", run_id, tool.name, run.attempts)
     WorkerState.run(run_in_worker(run, tool))
 
 
