@@ -23,7 +23,7 @@ from mcp_platform.faults import is_unavailable
 from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
-from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.limits import InputLimits
 from mcp_platform.mcp.liveness import Liveness
 from mcp_platform.mcp.request_state import RequestStateCodec
@@ -137,10 +137,28 @@ async def stopped() -> None:
 async def mcp_endpoint(scope: dict[str, Any], receive: Any, send: Any, *, tenant: str) -> None:
     """``/mcp/<tenant>``: the MCP transport, with the request's log and trace context."""
     tokens = enter_mcp_log_context(scope)
-    traced = tracing.enter_request(scope, tenant) if tracing.ENABLED else None
     try:
-        await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=tenant)
+        transport = _transport_for(asyncio.get_running_loop())
+        if tracing.ENABLED:
+            await _traced(transport, scope, receive, send, tenant)
+        else:
+            await transport(scope, receive, send, endpoint=tenant)
     finally:
-        if traced is not None:
-            tracing.leave_request(traced)
         leave_log_context(tokens)
+
+
+async def _traced(transport: StreamableHttp, scope: dict[str, Any], receive: Any, send: Any, tenant: str) -> None:
+    """The request with tracing on: its headers' trace context, and a span for a GET that
+    resumes a stream (linked to the call that stream carries, wherever that ran)."""
+    request = tracing.enter_request(scope, tenant)
+    try:
+        last_event_id = next((value for name, value in scope["headers"] if name == b"last-event-id"), b"")
+        resumed = parse_event_id(last_event_id.decode("latin-1")) if scope["method"] == "GET" else None
+        if resumed is None or not request.session_id:
+            await transport(scope, receive, send, endpoint=tenant)
+            return
+        origin = await command_batch().one("GET", tracing.stream_key(request.session_id, resumed[0]))
+        with tracing.resume_span(request, origin):
+            await transport(scope, receive, send, endpoint=tenant)
+    finally:
+        tracing.leave_request(request)

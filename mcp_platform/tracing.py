@@ -54,8 +54,11 @@ __all__ = [
     "link_to",
     "mark_error",
     "request_parent",
+    "resume_span",
     "span",
     "start_request",
+    "stream_key",
+    "stream_record",
     "traceparent",
 ]
 
@@ -328,6 +331,32 @@ def start_request(method: str, params: Mapping[str, Any], request_id: Any, proto
         child.end(end_time=auth[1])
     token = otel_context.attach(trace.set_span_in_context(server, parent))
     return RequestSpan(server, token)
+
+
+# --- resumption ----------------------------------------------------------------------------
+
+
+def stream_key(session_id: str, stream_id: str) -> str:
+    """Where the trace context of the call a stream carries is kept, for a resumption of that
+    stream (on any process) to link to."""
+    return f"toolbay:trace:{session_id}:{stream_id}"
+
+
+def stream_record(session_id: str, stream_id: str, ttl_seconds: int) -> tuple[object, ...]:
+    """The Redis command that keeps the current span as the stream's call (``stream_key``)."""
+    return ("SET", stream_key(session_id, stream_id), traceparent(), "EX", ttl_seconds)
+
+
+def resume_span(request: RequestScope, origin: bytes | str | None) -> contextlib.AbstractContextManager[Span | None]:
+    """The SERVER span of a GET that resumes a stream (Last-Event-ID), linked to the span of
+    the call that stream carries (``origin``: its traceparent, None when unknown)."""
+    if isinstance(origin, bytes):
+        origin = origin.decode("latin-1")
+    attributes = {"mcp.method.name": "resume", "toolbay.endpoint": request.endpoint}
+    if request.session_id:
+        attributes["mcp.session.id"] = request.session_id
+    links = link_to({"traceparent": origin}) if origin else None
+    return span("GET resume", kind=SpanKind.SERVER, parent=request.parent, links=links, attributes=attributes)
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import pytest
 from django.test import override_settings
@@ -31,6 +32,7 @@ from audit.models import Invocation
 from tenants.models import Tenant
 from tests.backends.upstream_server import HARMLESS, SdkUpstream
 from tests.mcp.conftest import LiveServer, LiveWorker, LiveWorld, start_server, start_worker, stop_together
+from tests.mcp.wire import McpSession, rpc
 from tests.poll import wait_for
 from tools_app.backends.upstream.federation import upstream_refresh
 from tools_app.backends.upstream.models import UpstreamServer
@@ -425,3 +427,31 @@ def test_a_call_without_trace_context_starts_its_own_trace(world, orm):
     span = wait_for(root, timeout=30, message="the server span of the untraced call")
     assert span.parent_id == ""
     assert _row(span.trace_id, "echo").trace_id == span.trace_id
+
+
+def test_a_stream_resumed_on_the_other_process_links_to_the_call(world, orm):
+    """Raw HTTP: the client drops the call's stream on purpose and resumes it elsewhere."""
+    header, trace_id, client_span = _traceparent()
+    with httpx.Client(timeout=60) as http:
+        session = McpSession.open(http, world.servers[0].endpoint(TENANT), world.key)
+        call = rpc("tools/call", {"name": "countdown", "arguments": {"n": 6}, "_meta": {"progressToken": "p"}}, id=7)
+        with http.stream("POST", session.endpoint, json=call, headers=session.headers(traceparent=header)) as stream:
+            last_id = ""
+            for line in stream.iter_lines():
+                if line.startswith("id:") and line.partition(":")[2].strip():
+                    last_id = line.partition(":")[2].strip()
+                if line.startswith("data:") and '"progress"' in line:
+                    break  # the client "drops" after the first progress event
+        resumed_header, resumed_trace, _ = _traceparent()
+        resumed = http.get(
+            world.servers[1].endpoint(TENANT),
+            headers=session.headers(
+                Accept="text/event-stream", **{"Last-Event-ID": last_id, "traceparent": resumed_header}
+            ),
+        )
+    assert resumed.status_code == 200 and "Countdown from 6 finished." in resumed.text
+    call_span = _spans(world, trace_id, "tools/call countdown")["tools/call countdown"]
+    assert call_span.parent_id == client_span and call_span.service == "toolbay-web-a"
+    resume = _spans(world, resumed_trace, "GET resume")["GET resume"]
+    assert resume.service == "toolbay-web-b" and resume.kind == SERVER
+    assert resume.links == [(trace_id, call_span.span_id)]

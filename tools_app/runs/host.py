@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
@@ -155,6 +156,9 @@ class PlatformToolHost:
         )
         if tracing.ENABLED:
             tracing.annotate(toolbay__tenant__id=identity.tenant_id, toolbay__credential=identity.label)
+            if link.session_id and link.stream_id and not link.stateless:  # a resumption links to this call
+                ttl = settings.MCP_EVENT_TTL_SECONDS
+                await command_batch().run([tracing.stream_record(link.session_id, link.stream_id, ttl)])
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
