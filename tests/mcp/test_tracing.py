@@ -23,6 +23,7 @@ from django.test import override_settings
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import Context
+from mcp_types import ElicitResult
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -211,6 +212,16 @@ def world(
         )
         tool.full_clean()
         tool.save()
+        confirmed = Tool(
+            name="tracing_confirmed",
+            description="Runs once the user says yes (tracing test).",
+            input_schema={"type": "object"},
+            backend_config={"handler": "demo.echo"},
+            confirmation="always",
+            tags=["tracing"],
+        )
+        confirmed.full_clean()
+        confirmed.save()
         secret = secret_set(tenant=tenant, name="tracing-upstream-token", value=UPSTREAM_TOKEN)
         registered = UpstreamServer(
             tenant=tenant,
@@ -269,6 +280,7 @@ def _call(
     header: str = "",
     meta: dict[str, Any] | None = None,
     progress: list[float] | None = None,
+    **options: Any,
 ) -> Any:
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
         if progress is not None:
@@ -277,7 +289,9 @@ def _call(
     async def scenario() -> Any:
         headers = {"Authorization": f"Bearer {world.key}", **({"traceparent": header} if header else {})}
         http = httpx2.AsyncClient(headers=headers, timeout=60)
-        async with Client(streamable_http_client(server.endpoint(TENANT), http_client=http), mode="legacy") as c:
+        async with Client(
+            streamable_http_client(server.endpoint(TENANT), http_client=http), mode="legacy", **options
+        ) as c:
             return await c.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
 
     return asyncio.run(scenario())
@@ -342,6 +356,23 @@ def test_inline_call_is_a_child_of_the_clients_traceparent_header(world, orm):
         assert (child, root.span_id) in children
     row = _row(trace_id, "echo")
     assert row.session_id == root.attributes["mcp.session.id"]
+
+
+def test_the_confirmation_span_lasts_the_wait_for_the_users_answer(world, orm):
+    header, trace_id, _ = _traceparent()
+
+    async def approve(context: Any, params: Any) -> ElicitResult:
+        return ElicitResult(action="accept", content={"decision": "approve"})
+
+    result = _call(
+        world, world.servers[0], "tracing_confirmed", {"text": "yes"}, header=header, elicitation_callback=approve
+    )
+    assert result.content[0].text == "yes"
+    spans = _spans(world, trace_id, "tools/call tracing_confirmed", "toolbay.confirmation", "toolbay.backend python")
+    root, confirmation = spans["tools/call tracing_confirmed"], spans["toolbay.confirmation"]
+    assert confirmation.parent_id == root.span_id
+    assert confirmation.attributes == {"toolbay.confirmation.asker": "user", "toolbay.confirmation.outcome": "granted"}
+    assert _row(trace_id, "tracing_confirmed").confirmation == "granted"
 
 
 def test_an_inline_failure_logs_with_the_trace_id_of_its_row(world, orm):
