@@ -109,7 +109,7 @@ def invocation_row(
         "confirmed_by": confirmed_by[:150],
         "confirmed_at": confirmed_at,
         # The call's OpenTelemetry trace (the current one unless given): rows and traces join.
-        "trace_id": (trace_id if trace_id is not None else tracing.current_trace_id()) or None,
+        "trace_id": trace_id or ((tracing.current_trace_id() or None) if tracing.ENABLED else None),
     }
 
 

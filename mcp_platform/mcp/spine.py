@@ -137,18 +137,11 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
         """The answer to a request, as the revision shapes it (``_result``, ``_error``); None
         when the request was cancelled (no answer then), or Relayed when another process
         wrote the answer to the stream's log."""
-        if self.tracer is None:
-            return await self._handle(identity, message, client, stream, None)
-        span = self.tracer(message.method, message.params, message.raw.get("id"), client.protocol_version)
-        try:
-            return await self._handle(identity, message, client, stream, span)
-        finally:
-            span.end()
-
-    async def _handle(
-        self, identity: Identity, message: Message, client: ClientT, stream: Stream, span: RequestSpan | None
-    ) -> dict[str, Any] | ErrorT | Relayed | None:
         handler = self._methods.get(message.method)
+        span = None
+        if self.tracer is not None:
+            span = self.tracer(message.method, message.params, message.raw.get("id"), client.protocol_version)
+        error: JsonRpcError | None = None
         try:
             if handler is None:
                 raise self._unknown_method(message.method)
@@ -166,8 +159,12 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
             if result is None or isinstance(result, Relayed):
                 return result
             return self._result(message, result)
-        if span is not None:
-            span.failed(error.code, error.message)
+        finally:
+            if span is not None:
+                if error is not None:
+                    span.failed(error.code, error.message)
+                span.end()
+        assert error is not None  # every path that set none returned
         return self._error(message, error)
 
     # --- what a revision changes -------------------------------------------------------

@@ -46,7 +46,8 @@ async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
     runs only once a person said yes."""
     try:
         async with asyncio.timeout(tool.timeout_seconds):
-            refused = await _confirmed(tool, arguments, ctx)
+            asking = _traced_confirm(tool, arguments, ctx) if tracing.ENABLED else confirm(tool, arguments, ctx)
+            refused = await asking
             if refused is not None:
                 return _ended(ctx, Outcome.NOT_CONFIRMED, refused)
             output = await _call_with_retries(tool, arguments, ctx)
@@ -83,9 +84,9 @@ async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
     return result
 
 
-async def _confirmed(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any] | None:
+async def _traced_confirm(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any] | None:
     """``confirm``, traced when it asks someone (the span lasts the wait for an answer)."""
-    who = asker(ctx.confirmation, tool.annotations) if tracing.ENABLED else Asker.NOBODY
+    who = asker(ctx.confirmation, tool.annotations)
     if who is Asker.NOBODY:
         return await confirm(tool, arguments, ctx)
     with tracing.span("toolbay.confirmation", attributes={"toolbay.confirmation.asker": str(who)}) as span:
@@ -111,6 +112,8 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
     while True:
         ctx.handler_returned.clear()
         try:
+            if not tracing.ENABLED:
+                return await backend.call(tool, arguments, ctx)
             with tracing.span(
                 f"toolbay.backend {tool.backend_kind}",
                 attributes={"toolbay.backend.kind": tool.backend_kind, "toolbay.attempt": attempt + 1},

@@ -5,7 +5,6 @@ and the runs."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
 from collections.abc import Mapping
@@ -156,13 +155,18 @@ class PlatformToolHost:
         )
         if tracing.ENABLED:
             tracing.annotate(toolbay__tenant__id=identity.tenant_id, toolbay__credential=identity.label)
-            if link.session_id and link.stream_id and not link.stateless:  # a resumption links to this call
+            if link.session_id and link.stream_id and not link.stateless:
+                # A resumption of this call's stream links to its span. Not awaited: it rides in
+                # the pipeline of the call's limit check (no round trip of its own); a resumption
+                # that finds nothing only lacks the link.
                 ttl = settings.MCP_EVENT_TTL_SECONDS
-                await command_batch().run([tracing.stream_record(link.session_id, link.stream_id, ttl)])
+                kept = command_batch().run([tracing.stream_record(link.session_id, link.stream_id, ttl)])
+                kept.add_done_callback(_consume)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
-            tracing.annotate(toolbay__outcome=Outcome.DENIED)
+            if tracing.ENABLED:
+                tracing.annotate(toolbay__outcome=Outcome.DENIED)
             return None
         row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
         try:
@@ -195,10 +199,12 @@ class PlatformToolHost:
                 recorded = row(
                     outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock), **confirmation
                 )
-            if recorded is not None:
-                tracing.annotate(toolbay__outcome=recorded["outcome"])
             # One round trip before answering: the row is in the journal once the client has its answer.
-            with tracing.span("toolbay.audit.write") if recorded is not None else contextlib.nullcontext():
+            if tracing.ENABLED and recorded is not None:
+                tracing.annotate(toolbay__outcome=recorded["outcome"])
+                with tracing.span("toolbay.audit.write"):
+                    await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+            else:
                 await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
 
@@ -216,10 +222,13 @@ class PlatformToolHost:
     async def _run(
         principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ctx: ToolContext
     ) -> Finished:
-        with tracing.span("toolbay.validate_arguments") as span:
+        if tracing.ENABLED:
+            with tracing.span("toolbay.validate_arguments") as span:
+                problem = argument_problem(tool, arguments)
+                if problem is not None:
+                    tracing.mark_error(span, "invalid arguments")
+        else:
             problem = argument_problem(tool, arguments)
-            if problem is not None:
-                tracing.mark_error(span, "invalid arguments")
         if problem is not None:
             return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
         # Outcome None: a worker runs it from here (confirmation included) and records it.
@@ -356,6 +365,12 @@ def _auth_error(exc: AuthFailure) -> AuthError:
         error=challenge.error,
         error_description=challenge.error_description,
     )
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a reply nobody awaits (an error need not be logged as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _ms_since(clock: float) -> float:

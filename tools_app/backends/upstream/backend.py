@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Awaitable
 from typing import Any
 
 from mcp_platform import tracing
@@ -110,13 +111,8 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
 
     params = {"name": config["tool"], "arguments": arguments, "_meta": {"progressToken": token}}
     try:
-        with tracing.span(
-            f"tools/call {config['tool']}",
-            kind=tracing.SpanKind.CLIENT,
-            attributes={"mcp.method.name": "tools/call", "gen_ai.tool.name": config["tool"]},
-        ):
-            tracing.inject(params["_meta"])  # the trace-context proposal for MCP: params._meta.traceparent
-            result = await session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+        call = session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+        result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
     except UpstreamError as exc:
         message = redact(exc.message, endpoint.secret_values)
         raise ToolError(
@@ -214,3 +210,15 @@ async def complete(entry: Any, argument: str, value: str, context: dict[str, str
         return None  # an upstream without completions offers none
     completion = result.get("completion")
     return completion if isinstance(completion, dict) else None
+
+
+async def _traced(call: Awaitable[Any], name: str, meta: dict[str, Any]) -> Any:
+    """The upstream call as an MCP CLIENT span; the upstream gets it as ``params._meta.traceparent``
+    (the MCP trace-context proposal), set before ``call`` first runs and sends."""
+    with tracing.span(
+        f"tools/call {name}",
+        kind=tracing.SpanKind.CLIENT,
+        attributes={"mcp.method.name": "tools/call", "gen_ai.tool.name": name},
+    ):
+        tracing.inject(meta)
+        return await call
