@@ -289,9 +289,8 @@ def _call(
     async def scenario() -> Any:
         headers = {"Authorization": f"Bearer {world.key}", **({"traceparent": header} if header else {})}
         http = httpx2.AsyncClient(headers=headers, timeout=60)
-        async with Client(
-            streamable_http_client(server.endpoint(TENANT), http_client=http), mode="legacy", **options
-        ) as c:
+        transport = streamable_http_client(server.endpoint(TENANT), http_client=http)
+        async with Client(transport, **{"mode": "legacy", **options}) as c:
             return await c.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
 
     return asyncio.run(scenario())
@@ -430,7 +429,10 @@ def test_http_backend_sees_the_traceparent_of_its_client_span(world, orm):
     assert spans["toolbay.backend http"].parent_id == consume.span_id
     assert get.attributes["http.response.status_code"] == 200
     assert f"00-{trace_id}-{get.span_id}-01" in world.api.traceparents
-    assert _row(trace_id, "tracing_weather").outcome == "completed"
+    row = _row(trace_id, "tracing_weather")
+    assert row.outcome == "completed"
+    logged = wait_for(lambda: _log_lines(world.worker.log_path, trace_id), message="the worker's log line")
+    assert any(row.run_id in line["message"] and line["span_id"] == consume.span_id for line in logged)
 
 
 def test_upstream_mcp_server_gets_the_trace_context_in_meta(world, orm):
@@ -486,3 +488,14 @@ def test_a_stream_resumed_on_the_other_process_links_to_the_call(world, orm):
     resume = _spans(world, resumed_trace, "GET resume")["GET resume"]
     assert resume.service == "toolbay-web-b" and resume.kind == SERVER
     assert resume.links == [(trace_id, call_span.span_id)]
+
+
+def test_a_2026_07_28_request_is_traced_the_same_way(world, orm):
+    header, trace_id, client_span = _traceparent()
+    result = _call(world, world.servers[1], "echo", {"text": "modern"}, header=header, mode="auto")
+    assert result.content[0].text == "modern"
+    spans = _spans(world, trace_id, "tools/call echo", "toolbay.backend python")
+    root = spans["tools/call echo"]
+    assert root.parent_id == client_span and root.attributes["mcp.protocol.version"] == "2026-07-28"
+    assert "mcp.session.id" not in root.attributes  # this revision has no sessions
+    assert _row(trace_id, "echo").protocol_version == "2026-07-28"
