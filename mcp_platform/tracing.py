@@ -157,7 +157,8 @@ def mark_error(span: Span | None, message: str) -> None:
 
 
 def annotate(**attributes: Any) -> None:
-    """Attributes on the current span (the request's, or a child's); nothing when off."""
+    """Attributes on the current span (the request's, or a child's); nothing when off.
+    A keyword ``a__b`` names the attribute ``a.b`` (``toolbay__outcome``: ``toolbay.outcome``)."""
     if ENABLED:
         current = trace.get_current_span()
         if current.is_recording():
@@ -217,8 +218,7 @@ class RequestScope:
     endpoint: str
     session_id: str
     token: contextvars.Token[RequestScope | None] | None = None
-    auth: list[tuple[int, int, str]] = field(default_factory=list)
-    started_ns: int = field(default_factory=time.time_ns)
+    auth: list[tuple[int, int]] = field(default_factory=list)  # (start, end) in ns since the epoch
 
 
 _request_scope: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar(
@@ -252,12 +252,12 @@ def request_parent() -> otel_context.Context | None:
     return request.parent if request is not None else None
 
 
-def authenticated(started_ns: int, error: str = "") -> None:
+def authenticated(started_ns: int) -> None:
     """Authentication of the current HTTP request took from ``started_ns`` until now;
     becomes the first request span's ``mcp.authenticate`` child."""
     request = _request_scope.get()
     if request is not None:
-        request.auth.append((started_ns, time.time_ns(), error))
+        request.auth.append((started_ns, time.time_ns()))
 
 
 class RequestSpan:
@@ -314,7 +314,7 @@ def start_request(method: str, params: Mapping[str, Any], request_id: Any, proto
         else:
             attributes["mcp.resource.uri"] = target
     started = time.time_ns()
-    auth: tuple[int, int, str] | None = None
+    auth: tuple[int, int] | None = None
     if request is not None:
         attributes["toolbay.endpoint"] = request.endpoint
         if request.session_id:
@@ -326,8 +326,6 @@ def start_request(method: str, params: Mapping[str, Any], request_id: Any, proto
     server = _tracer.start_span(name, context=parent, kind=SpanKind.SERVER, attributes=attributes, start_time=started)
     if auth is not None:
         child = _tracer.start_span("mcp.authenticate", context=trace.set_span_in_context(server), start_time=auth[0])
-        if auth[2]:
-            child.set_status(Status(StatusCode.ERROR, auth[2]))
         child.end(end_time=auth[1])
     token = otel_context.attach(trace.set_span_in_context(server, parent))
     return RequestSpan(server, token)

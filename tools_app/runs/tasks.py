@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 from django.db.models import F
 from django.utils import timezone
 
@@ -38,6 +38,12 @@ log = logging.getLogger(__name__)
 @worker_process_init.connect
 def _in_pool_child(**_: Any) -> None:
     WorkerState.in_pool_child = True
+
+
+@worker_process_shutdown.connect
+def _export_spans(**_: Any) -> None:
+    # A pool child ends without running atexit handlers: its last spans would be lost.
+    tracing.flush()
 
 
 def _fail(run_id: str, text: str) -> None:
