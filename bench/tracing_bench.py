@@ -154,9 +154,12 @@ async def run(calls: int, wait: bool) -> None:
         print("done", flush=True)
         await asyncio.to_thread(sys.stdin.readline)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    from opentelemetry import trace
+
     from mcp_platform import tracing
 
     tracing.flush()
+    getattr(trace.get_tracer_provider(), "shutdown", lambda: None)()  # before the receiver stops
     print(
         f"tracing={'on' if tracing.ENABLED else 'off'} calls={calls} "
         f"calls/s={calls / elapsed:.0f} wall_us/call={elapsed / calls * 1e6:.1f} cpu_us/call={cpu / calls * 1e6:.1f}",
