@@ -145,10 +145,18 @@ def span(
     links: list[Link] | None = None,
     parent: otel_context.Context | None = None,
 ) -> contextlib.AbstractContextManager[Span | None]:
-    """A span current for the block (None when tracing is off: nothing is created)."""
-    if not ENABLED:
+    """A span current for the block (None when tracing is off: nothing is created).
+
+    Nothing either under a span the sampler dropped: its children would be dropped too, and
+    the dropped span's context (sampled=0) is what ``inject`` passes on."""
+    if not ENABLED or (parent is None and _sampled_out()):
         return _OFF
     return _tracer.start_as_current_span(name, context=parent, kind=kind, attributes=attributes, links=links)
+
+
+def _sampled_out() -> bool:
+    current = trace.get_current_span()
+    return current.get_span_context().is_valid and not current.is_recording()
 
 
 def mark_error(span: Span | None, message: str) -> None:
@@ -340,8 +348,11 @@ def stream_key(session_id: str, stream_id: str) -> str:
     return f"toolbay:trace:{session_id}:{stream_id}"
 
 
-def stream_record(session_id: str, stream_id: str, ttl_seconds: int) -> tuple[object, ...]:
-    """The Redis command that keeps the current span as the stream's call (``stream_key``)."""
+def stream_record(session_id: str, stream_id: str, ttl_seconds: int) -> tuple[object, ...] | None:
+    """The Redis command that keeps the current span as the stream's call (``stream_key``);
+    None when that span was sampled out (nothing to link to)."""
+    if not trace.get_current_span().is_recording():
+        return None
     return ("SET", stream_key(session_id, stream_id), traceparent(), "EX", ttl_seconds)
 
 

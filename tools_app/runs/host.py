@@ -159,9 +159,9 @@ class PlatformToolHost:
                 # A resumption of this call's stream links to its span. Not awaited: it rides in
                 # the pipeline of the call's limit check (no round trip of its own); a resumption
                 # that finds nothing only lacks the link.
-                ttl = settings.MCP_EVENT_TTL_SECONDS
-                kept = command_batch().run([tracing.stream_record(link.session_id, link.stream_id, ttl)])
-                kept.add_done_callback(_consume)
+                record = tracing.stream_record(link.session_id, link.stream_id, settings.MCP_EVENT_TTL_SECONDS)
+                if record is not None:
+                    command_batch().run([record]).add_done_callback(_consume)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
