@@ -30,6 +30,7 @@ from django.conf import settings
 
 from audit.models import MAX_TARGET_LENGTH
 from audit.redaction import redact_arguments
+from mcp_platform import tracing
 from mcp_platform.mcp.text import storable
 from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
 from mcp_platform.redis_batch import Command
@@ -76,6 +77,7 @@ def invocation_row(
     confirmation: str = "",
     confirmed_by: str = "",
     confirmed_at: float | None = None,
+    trace_id: str | None = None,
 ) -> dict[str, Any]:
     """One invocation as the journal carries it: JSON values, times as Unix seconds, sensitive
     arguments (``x-sensitive``/``writeOnly`` in the input schema) already redacted."""
@@ -106,6 +108,8 @@ def invocation_row(
         "confirmation": confirmation,
         "confirmed_by": confirmed_by[:150],
         "confirmed_at": confirmed_at,
+        # The call's OpenTelemetry trace (the current one unless given): rows and traces join.
+        "trace_id": trace_id or ((tracing.current_trace_id() or None) if tracing.ENABLED else None),
     }
 
 

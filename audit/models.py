@@ -106,6 +106,11 @@ class Invocation(models.Model):
         max_length=150, blank=True, help_text="Who answered it: the client's user, or the operator in the console."
     )
     confirmed_at = models.DateTimeField(null=True, blank=True, help_text="When it was answered.")
+    # NULL, not "": rows from before tracing (or with it off) have no trace, and adding a
+    # nullable column rewrites nothing.
+    trace_id = models.CharField(
+        max_length=32, null=True, blank=True, help_text="The call's OpenTelemetry trace id (32 hex digits)."
+    )
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
 

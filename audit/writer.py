@@ -65,6 +65,7 @@ COLUMNS = (
     "confirmation",
     "confirmed_by",
     "confirmed_at",
+    "trace_id",
 )
 # Columns added after the first journal rows were written: rows from older processes (a
 # rolling deploy) lack them and get these values.
@@ -76,6 +77,7 @@ LATER_COLUMNS = {
     "confirmation": "",
     "confirmed_by": "",
     "confirmed_at": None,
+    "trace_id": None,
 }
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import LoginView
 from django.core.serializers.json import DjangoJSONEncoder
@@ -163,6 +164,9 @@ def invocation_detail(request: HttpRequest, scope: TenantScope, pk: int) -> Http
         row=row,
         tenant_slug=row.tenant.slug,
         arguments=json.dumps(row.arguments, indent=2, ensure_ascii=False, cls=DjangoJSONEncoder),
+        trace_url=settings.TOOLBAY_TRACE_URL.replace("{trace_id}", row.trace_id)
+        if settings.TOOLBAY_TRACE_URL and row.trace_id
+        else "",
     )
     return TemplateResponse(request, "console/invocation_detail.html", context)
 

@@ -17,12 +17,13 @@ from functools import lru_cache
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from mcp_platform import tracing
 from mcp_platform.edge import Receive, Scope, Send
 from mcp_platform.faults import is_unavailable
 from mcp_platform.logs import enter_mcp_log_context, leave_log_context
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.engine import Engine, EngineConfig
-from mcp_platform.mcp.events import EventStore
+from mcp_platform.mcp.events import EventStore, parse_event_id
 from mcp_platform.mcp.limits import InputLimits
 from mcp_platform.mcp.liveness import Liveness
 from mcp_platform.mcp.request_state import RequestStateCodec
@@ -77,6 +78,8 @@ def build_transport() -> StreamableHttp:
             is_unavailable=is_unavailable,
         ),
     )
+    if tracing.ENABLED:
+        engine.tracer = stateless.tracer = tracing.start_request
     return StreamableHttp(
         engine,
         stateless,
@@ -132,9 +135,30 @@ async def stopped() -> None:
 
 
 async def mcp_endpoint(scope: Scope, receive: Receive, send: Send, *, tenant: str) -> None:
-    """``/mcp/<tenant>``: the MCP transport, with the request's log context."""
+    """``/mcp/<tenant>``: the MCP transport, with the request's log and trace context."""
     tokens = enter_mcp_log_context(scope)
     try:
-        await _transport_for(asyncio.get_running_loop())(scope, receive, send, endpoint=tenant)
+        transport = _transport_for(asyncio.get_running_loop())
+        if tracing.ENABLED:
+            await _traced(transport, scope, receive, send, tenant)
+        else:
+            await transport(scope, receive, send, endpoint=tenant)
     finally:
         leave_log_context(tokens)
+
+
+async def _traced(transport: StreamableHttp, scope: Scope, receive: Receive, send: Send, tenant: str) -> None:
+    """The request with tracing on: its headers' trace context, and a span for a GET that
+    resumes a stream (linked to the call that stream carries, wherever that ran)."""
+    request = tracing.enter_request(scope, tenant)
+    try:
+        last_event_id = next((value for name, value in scope["headers"] if name == b"last-event-id"), b"")
+        resumed = parse_event_id(last_event_id.decode("latin-1")) if scope["method"] == "GET" else None
+        if resumed is None or not request.session_id:
+            await transport(scope, receive, send, endpoint=tenant)
+            return
+        origin = await command_batch().one("GET", tracing.stream_key(request.session_id, resumed[0]))
+        with tracing.resume_span(request, origin):
+            await transport(scope, receive, send, endpoint=tenant)
+    finally:
+        tracing.leave_request(request)

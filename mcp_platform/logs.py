@@ -2,7 +2,8 @@
 
 ``LOG_FORMAT=json`` (settings) writes one JSON object per line; the default ``plain`` keeps
 the classic text line. Either way ``LogContextFilter`` puts ``request_id``, ``session_id``
-and ``call_id`` on every record from context variables:
+and ``call_id`` on every record from context variables, and with tracing on the current
+span's ``trace_id`` and ``span_id``:
 
 - Django requests (admin, API, console): ``RequestIdMiddleware`` takes ``X-Request-ID``
   from the reverse proxy, or makes one, and echoes it in the response.
@@ -21,6 +22,8 @@ import secrets
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
+
+from mcp_platform import tracing
 
 
 class LazyRequestId:
@@ -50,7 +53,7 @@ _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 _RUN_TASKS = frozenset({"tools_app.tasks.execute_run"})
 # Attributes every LogRecord has; anything else was passed with extra= and is logged too.
 _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
-_CONTEXT = ("request_id", "session_id", "call_id")
+_CONTEXT = ("request_id", "session_id", "call_id", "trace_id", "span_id")
 
 
 def new_request_id(offered: str | bytes | None = None) -> str:
@@ -109,6 +112,8 @@ class LogContextFilter(logging.Filter):
         if not request_id and not call_id:
             task_id, run_id = _celery_ids()
             record.task_id, record.call_id = task_id, run_id
+        if tracing.ENABLED:  # the current span's ids: logs join traces (and invocation rows)
+            record.trace_id, record.span_id = tracing.current_ids()
         return True
 
 

@@ -419,3 +419,16 @@ LOGGING = {
 }
 # Celery workers keep these handlers instead of installing their own (which are plain text).
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
+
+# OpenTelemetry tracing: only the standard OTEL_* variables configure it, off when unset
+# (mcp_platform.tracing). Installed here because every process (web, worker, audit writer)
+# loads the settings, and before Celery's pool forks.
+try:
+    from mcp_platform import tracing as _tracing
+except ValueError as _error:
+    raise ImproperlyConfigured(str(_error)) from None
+_tracing.configure()
+# The console links an invocation's trace id to the tracing UI: "{trace_id}" is replaced.
+TOOLBAY_TRACE_URL = env_str("TOOLBAY_TRACE_URL", "").strip()
+if TOOLBAY_TRACE_URL and "{trace_id}" not in TOOLBAY_TRACE_URL:
+    raise ImproperlyConfigured(f"TOOLBAY_TRACE_URL must contain {{trace_id}}, got {TOOLBAY_TRACE_URL!r}")

@@ -62,6 +62,24 @@ Answering = Callable[[ToolHost[Any], Identity, dict[str, Any], Requester], Await
 Asking = Callable[[CallLink], Awaitable[Mapping[str, Any] | Relayed]]
 
 
+class RequestSpan(Protocol):
+    """A trace span the platform opened for one request (``RequestTracer``)."""
+
+    def failed(self, code: int, message: str) -> None: ...
+
+    def end(self) -> None: ...
+
+
+class RequestTracer(Protocol):
+    """Opens the span of one request (method, params, JSON-RPC id, protocol revision); the
+    engine ends it when the request is answered. The platform's OpenTelemetry tracing
+    (``mcp_platform.tracing.start_request``) is one; the engine knows no tracing library."""
+
+    def __call__(
+        self, method: str, params: Mapping[str, Any], request_id: Any, protocol_version: str
+    ) -> RequestSpan: ...
+
+
 async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] | None:
     """Run a call as the one ``link`` follows (a cancellation interrupts it); the finished
     call, or None when the client cancelled it here (no answer is due then)."""
@@ -96,6 +114,8 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
 
     # Each engine's own kind of SpineConfig.
     config: SpineConfig
+    # Set by the platform when tracing is on; None costs the hot path one attribute read.
+    tracer: RequestTracer | None = None
 
     def __init__(self, *, host: ToolHost[Any], cursors: CursorCodec, config: SpineConfig) -> None:
         self.host = host
@@ -121,22 +141,34 @@ class Spine(ABC, Generic[ClientT, ErrorT]):
         when the request was cancelled (no answer then), or Relayed when another process
         wrote the answer to the stream's log."""
         handler = self._methods.get(message.method)
+        span = None
+        if self.tracer is not None:
+            span = self.tracer(message.method, message.params, message.raw.get("id"), client.protocol_version)
+        error: JsonRpcError | None = None
         try:
             if handler is None:
                 raise self._unknown_method(message.method)
             result = await handler(identity, message, client, stream)
-        except JsonRpcError as exc:
-            return self._error(message, exc)
         except MissingClientCapability as exc:
-            return self._error(message, missing_capability(exc.capability))
+            error = missing_capability(exc.capability)
+        except JsonRpcError as exc:
+            error = exc
         except Exception as exc:
             if self._is_unavailable(exc):
                 raise
             log.exception("internal error handling %s", message.method)
-            return self._error(message, JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error"))
-        if result is None or isinstance(result, Relayed):
-            return result
-        return self._result(message, result)
+            error = JsonRpcError(jsonrpc.INTERNAL_ERROR, "Internal error")
+        else:
+            if result is None or isinstance(result, Relayed):
+                return result
+            return self._result(message, result)
+        finally:
+            if span is not None:
+                if error is not None:
+                    span.failed(error.code, error.message)
+                span.end()
+        assert error is not None  # every path that set none returned
+        return self._error(message, error)
 
     # --- what a revision changes -------------------------------------------------------
 

@@ -136,6 +136,19 @@ def test_invocation_detail_shows_redacted_arguments_and_links(operator_client, a
     assert "?tenant=acme&amp;session=sess-42" in body
 
 
+def test_invocation_detail_links_its_trace(operator_client, acme, make_invocation, settings):
+    traced = make_invocation(acme, "lookup", trace_id="4bf92f3577b34da6a3ce929d0e0e4736")
+    untraced = make_invocation(acme, "lookup")
+    assert untraced.trace_id is None
+    settings.TOOLBAY_TRACE_URL = "https://tempo.example/trace/{trace_id}"
+    body = operator_client.get(f"/console/invocations/{traced.pk}/").content.decode()
+    assert '<a href="https://tempo.example/trace/4bf92f3577b34da6a3ce929d0e0e4736"' in body
+    assert "tempo.example" not in operator_client.get(f"/console/invocations/{untraced.pk}/").content.decode()
+    settings.TOOLBAY_TRACE_URL = ""
+    body = operator_client.get(f"/console/invocations/{traced.pk}/").content.decode()
+    assert "4bf92f3577b34da6a3ce929d0e0e4736" in body and "tempo.example" not in body
+
+
 def test_dashboard_charts(operator_client, acme, globex, make_invocation):
     for i in range(6):
         make_invocation(acme, "fast", duration_ms=10 + i, ago=timedelta(minutes=i))

@@ -32,7 +32,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.conftest import LiveServer, LiveWorker, start_server, start_worker, stop_together
+from tests.mcp.live import LiveServer, LiveWorker, start_server, start_worker, stop_together
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import catalog_entry_update

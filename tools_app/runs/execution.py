@@ -17,10 +17,12 @@ from typing import Any
 from django.conf import settings
 
 from audit.models import ConfirmationOutcome, Outcome
+from mcp_platform import tracing
 from mcp_platform.mcp.jsonrpc import JsonRpcError
 from tools_app.backends.base import BackendError
 from tools_app.backends.registry import backend_for
 from tools_app.backends.results import ToolError, error_result, normalize
+from tools_app.catalog.confirmation import Asker, asker
 from tools_app.catalog.schemas import describe_error, first_error
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.confirmation import confirm, refusal
@@ -44,7 +46,8 @@ async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
     runs only once a person said yes."""
     try:
         async with asyncio.timeout(tool.timeout_seconds):
-            refused = await confirm(tool, arguments, ctx)
+            asking = _traced_confirm(tool, arguments, ctx) if tracing.ENABLED else confirm(tool, arguments, ctx)
+            refused = await asking
             if refused is not None:
                 return _ended(ctx, Outcome.NOT_CONFIRMED, refused)
             output = await _call_with_retries(tool, arguments, ctx)
@@ -81,6 +84,20 @@ async def execute(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -
     return result
 
 
+async def _traced_confirm(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> dict[str, Any] | None:
+    """``confirm``, traced when it asks someone (the span lasts the wait for an answer)."""
+    who = asker(ctx.confirmation, tool.annotations)
+    if who is Asker.NOBODY:
+        return await confirm(tool, arguments, ctx)
+    with tracing.span("toolbay.confirmation", attributes={"toolbay.confirmation.asker": str(who)}) as span:
+        try:
+            return await confirm(tool, arguments, ctx)
+        finally:
+            record = ctx.confirmation_record
+            if span is not None and record is not None:
+                span.set_attribute("toolbay.confirmation.outcome", str(record.outcome))
+
+
 def _ended(ctx: ToolContext, outcome: Outcome, result: dict[str, Any], message: str | None = None) -> dict[str, Any]:
     ctx.outcome = outcome
     ctx.error_message = message if message is not None else result["content"][0]["text"]
@@ -95,7 +112,13 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
     while True:
         ctx.handler_returned.clear()
         try:
-            return await backend.call(tool, arguments, ctx)
+            if not tracing.ENABLED:
+                return await backend.call(tool, arguments, ctx)
+            with tracing.span(
+                f"toolbay.backend {tool.backend_kind}",
+                attributes={"toolbay.backend.kind": tool.backend_kind, "toolbay.attempt": attempt + 1},
+            ):
+                return await backend.call(tool, arguments, ctx)
         except BackendError as exc:
             if not exc.retryable or attempt >= retries or ctx.cancelled:
                 raise

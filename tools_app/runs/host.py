@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
+from mcp_platform import tracing
 from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
 from mcp_platform.mcp.host import AuthError, Requester
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
@@ -54,9 +56,13 @@ class PlatformToolHost:
         self._cache = catalog
 
     async def authenticate(self, endpoint: str, authorization: str | None, origin: str = "") -> Principal:
+        started_ns = time.time_ns() if tracing.ENABLED else 0
         try:
-            return await self._directory.authenticate(endpoint, authorization, origin)
+            principal = await self._directory.authenticate(endpoint, authorization, origin)
         except AuthFailure as exc:
+            if tracing.ENABLED:  # no request span follows a refused credential: this one stands alone
+                with tracing.span("mcp.authenticate", parent=tracing.request_parent()) as span:
+                    tracing.mark_error(span, exc.message)
             if exc.tenant_id is not None and journal.allow_denied(f"{exc.tenant_id}:refused"):
                 await journal.append(
                     invocation_row(
@@ -70,6 +76,10 @@ class PlatformToolHost:
                     )
                 )
             raise _auth_error(exc) from None
+        if tracing.ENABLED:
+            tracing.authenticated(started_ns)
+            tracing.annotate(toolbay__tenant__id=principal.tenant_id, toolbay__credential=principal.label)
+        return principal
 
     def authorize(self, identity: Principal, method: str) -> None:
         try:
@@ -143,9 +153,20 @@ class PlatformToolHost:
             arguments=arguments,
             started_at=started_at,
         )
+        if tracing.ENABLED:
+            tracing.annotate(toolbay__tenant__id=identity.tenant_id, toolbay__credential=identity.label)
+            if link.session_id and link.stream_id and not link.stateless:
+                # A resumption of this call's stream links to its span. Not awaited: it rides in
+                # the pipeline of the call's limit check (no round trip of its own); a resumption
+                # that finds nothing only lacks the link.
+                record = tracing.stream_record(link.session_id, link.stream_id, settings.MCP_EVENT_TTL_SECONDS)
+                if record is not None:
+                    command_batch().run([record]).add_done_callback(_consume)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
+            if tracing.ENABLED:
+                tracing.annotate(toolbay__outcome=Outcome.DENIED)
             return None
         row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
         try:
@@ -179,7 +200,12 @@ class PlatformToolHost:
                     outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock), **confirmation
                 )
             # One round trip before answering: the row is in the journal once the client has its answer.
-            await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+            if tracing.ENABLED and recorded is not None:
+                tracing.annotate(toolbay__outcome=recorded["outcome"])
+                with tracing.span("toolbay.audit.write"):
+                    await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+            else:
+                await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
 
     async def recover_run(self, run_id: str, worker: str) -> None:
@@ -196,7 +222,13 @@ class PlatformToolHost:
     async def _run(
         principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, ctx: ToolContext
     ) -> Finished:
-        problem = argument_problem(tool, arguments)
+        if tracing.ENABLED:
+            with tracing.span("toolbay.validate_arguments") as span:
+                problem = argument_problem(tool, arguments)
+                if problem is not None:
+                    tracing.mark_error(span, "invalid arguments")
+        else:
+            problem = argument_problem(tool, arguments)
         if problem is not None:
             return Finished(problem, Outcome.INVALID_ARGUMENTS, problem["content"][0]["text"])
         # Outcome None: a worker runs it from here (confirmation included) and records it.
@@ -333,6 +365,12 @@ def _auth_error(exc: AuthFailure) -> AuthError:
         error=challenge.error,
         error_description=challenge.error_description,
     )
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    """Retrieve a reply nobody awaits (an error need not be logged as never retrieved)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def _ms_since(clock: float) -> float:

@@ -3,9 +3,12 @@ that re-queue runs, so it cannot be imported from them)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import current_app
 from django.conf import settings
 
+from mcp_platform import tracing
 from tools_app.catalog.spec import ToolSpec
 
 EXECUTE_RUN = "tools_app.tasks.execute_run"
@@ -18,9 +21,18 @@ def queue_for(tool: ToolSpec) -> str:
 
 
 def enqueue(run_id: str, tool: ToolSpec | None) -> None:
-    if tool is None:  # deleted since the run began: the worker records that it cannot run
-        current_app.send_task(EXECUTE_RUN, args=[run_id], queue=SHORT_QUEUE)
-        return
+    queue = queue_for(tool) if tool is not None else SHORT_QUEUE
     # Celery's hard limit is only the backstop; the worker enforces timeout and grace itself.
-    hard_limit = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + 30
-    current_app.send_task(EXECUTE_RUN, args=[run_id], queue=queue_for(tool), time_limit=hard_limit)
+    options: dict[str, Any] = (
+        {"time_limit": tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + 30} if tool is not None else {}
+    )
+    if not tracing.ENABLED:
+        current_app.send_task(EXECUTE_RUN, args=[run_id], queue=queue, **options)
+        return
+    # The worker's consumer span is the child of this one (its traceparent in the message headers).
+    with tracing.span(
+        f"{queue} publish",
+        kind=tracing.SpanKind.PRODUCER,
+        attributes={"messaging.system": "celery", "messaging.destination.name": queue, "toolbay.run.id": run_id},
+    ):
+        current_app.send_task(EXECUTE_RUN, args=[run_id], queue=queue, headers=tracing.inject({}), **options)

@@ -12,12 +12,13 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from celery import shared_task
-from celery.signals import worker_init, worker_process_init
+from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.db import connections
 from django.db.models import F
 from django.utils import timezone
 
 from audit.models import ConfirmationOutcome, Outcome
+from mcp_platform import tracing
 from tools_app.backends.results import error_result
 from tools_app.catalog.checks import tool_timeout_problem
 from tools_app.catalog.spec import ToolSpec
@@ -51,12 +52,35 @@ def _say_which_setting_to_raise(**_: Any) -> None:
     connections.close_all()  # read before the pool forks: no child may inherit this connection
 
 
+@worker_process_shutdown.connect
+def _export_spans(**_: Any) -> None:
+    # A pool child ends without running atexit handlers: its last spans would be lost.
+    tracing.flush()
+
+
 def _fail(run_id: str, text: str) -> None:
     WorkerState.run(finish_and_signal(run_id, status=ToolRun.Status.FAILED, result=error_result(text), message=text))
 
 
 @shared_task(name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True)
 def execute_run(run_id: str) -> None:
+    if not tracing.ENABLED:
+        _execute_run(run_id)
+        return
+    # The producer's trace context came in the message headers (queueing.enqueue).
+    request = execute_run.request
+    headers = {name: getattr(request, name, None) for name in ("traceparent", "tracestate")}
+    queue = (request.delivery_info or {}).get("routing_key") or "celery"
+    with tracing.consumer_span(
+        f"{queue} process",
+        headers,
+        messaging__system="celery",
+        toolbay__run__id=run_id,
+    ):
+        _execute_run(run_id)
+
+
+def _execute_run(run_id: str) -> None:
     run = ToolRun.objects.select_related("tool").filter(pk=run_id).first()
     if run is None or run.is_terminal:
         return  # cancelled while queued, or a redelivery after the outcome was recorded
@@ -83,6 +107,8 @@ def execute_run(run_id: str) -> None:
     )
     if not taken:
         return  # another worker took it between our read and now
+    # Joins Celery's task id, the run and (with tracing on) the call's trace in the worker's log.
+    log.info("running call %s of %s (attempt %d)", run_id, tool.name, run.attempts)
     WorkerState.run(run_in_worker(run, tool))
 
 

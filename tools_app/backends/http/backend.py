@@ -49,6 +49,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 from django.conf import settings
 
+from mcp_platform import tracing
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, Feature
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.results import ToolError, structured_result, text_block
@@ -364,7 +365,7 @@ async def fetch(prepared: PreparedRequest, *, follow_redirects: bool) -> Fetched
     limit = settings.TOOLBAY_HTTP_MAX_RESPONSE_BYTES
     hops = 0
     while True:
-        response = await client.send(request, stream=True)
+        response = await (_traced_send(client, request) if tracing.ENABLED else client.send(request, stream=True))
         try:
             redirect = response.next_request if follow_redirects else None
             if redirect is None:
@@ -390,6 +391,24 @@ async def fetch(prepared: PreparedRequest, *, follow_redirects: bool) -> Fetched
             for name in prepared.secret_headers:
                 redirect.headers.pop(name, None)
         request = redirect
+
+
+async def _traced_send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """One hop as an HTTP CLIENT span, whose ``traceparent`` the API receives."""
+    with tracing.span(
+        request.method,
+        kind=tracing.SpanKind.CLIENT,
+        attributes={
+            "http.request.method": request.method,
+            "server.address": request.url.host,
+            "server.port": request.url.port or (443 if request.url.scheme == "https" else 80),
+        },
+    ) as span:
+        tracing.inject(request.headers)  # the API's spans join the call's trace
+        response = await client.send(request, stream=True)
+        if span is not None:
+            span.set_attribute("http.response.status_code", response.status_code)
+        return response
 
 
 def _decode(body: bytes, charset: str) -> str:

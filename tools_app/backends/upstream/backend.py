@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections.abc import Awaitable
 from typing import Any
 
+from mcp_platform import tracing
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
 from tools_app.backends.results import ToolError
 from tools_app.backends.upstream.client import UpstreamError, UpstreamUnavailable, shared_session
@@ -109,7 +111,8 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
 
     params = {"name": config["tool"], "arguments": arguments, "_meta": {"progressToken": token}}
     try:
-        result = await session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+        call = session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+        result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
     except UpstreamError as exc:
         message = redact(exc.message, endpoint.secret_values)
         raise ToolError(
@@ -244,3 +247,15 @@ class UpstreamBackend(Backend):
         self, entry: ContentEntry, argument: str, value: str, context: dict[str, str]
     ) -> dict[str, Any] | None:
         return await complete(entry, argument, value, context)
+
+
+async def _traced(call: Awaitable[Any], name: str, meta: dict[str, Any]) -> Any:
+    """The upstream call as an MCP CLIENT span; the upstream gets it as ``params._meta.traceparent``
+    (the MCP trace-context proposal), set before ``call`` first runs and sends."""
+    with tracing.span(
+        f"tools/call {name}",
+        kind=tracing.SpanKind.CLIENT,
+        attributes={"mcp.method.name": "tools/call", "gen_ai.tool.name": name},
+    ):
+        tracing.inject(meta)
+        return await call
