@@ -44,7 +44,7 @@ from audit.journal import JOURNAL_KEY
 from tests.deploy.deployment import ROOT, VENV_BIN, procfile
 from tests.deploy.nginx import nginx_binary, write_config
 from tests.load import Tally, call_until_stopped
-from tests.poll import wait_for
+from tests.poll import wait_for, wait_for_async
 
 pytestmark = pytest.mark.live
 
@@ -444,8 +444,12 @@ def test_rolling_restart_of_both_web_processes_under_load(deployment):
 
         async def load(more: int) -> None:
             answered = tally.answered
-            while tally.answered < answered + more and not all(c.done() for c in clients):
-                await asyncio.sleep(0.05)
+            await wait_for_async(
+                lambda: tally.answered >= answered + more or all(c.done() for c in clients),
+                timeout=30,
+                interval=0.05,
+                message=lambda: f"{more} more answered calls (answered {tally.answered})",
+            )
 
         await load(8)
         for i in range(len(deployment.web)):  # one at a time, the next once the first is ready
