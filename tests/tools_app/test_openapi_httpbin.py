@@ -15,6 +15,7 @@ import asyncio
 import copy
 import io
 import json
+import secrets
 import socket
 import subprocess
 import sys
@@ -135,7 +136,12 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
         catalog_entry_update(entry=background, changes={"execution_mode": "background"})
         for tool in Tool.objects.filter(tenant=tenant):  # these calls change nothing worth asking about
             catalog_entry_update(entry=tool, changes={"confirmation": "none"})
-    env = {"TOOLBAY_OUTBOUND_ALLOWED_HOSTS": httpbin.host_port}
+    # Its own broker prefix: the session's other live workers (tests/mcp) must not take these
+    # background calls, since only this worker may reach httpbin on loopback.
+    env = {
+        "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": httpbin.host_port,
+        "CELERY_BROKER_KEY_PREFIX": f"openapi-{secrets.token_hex(4)}:",
+    }
     server = start_server(tmp, "toolbay-openapi", env)
     worker = start_worker(tmp, "worker-openapi", "toolbay.short,toolbay.long", env)
     yield World(httpbin, server, worker, key)
