@@ -17,8 +17,6 @@ which real documents carry more often than one would think.
 
 from __future__ import annotations
 
-import re
-import warnings
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -26,7 +24,7 @@ from urllib.parse import quote, unquote
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tools_app.catalog.schemas import quickly_valid
+from tools_app.catalog.schemas import is_regex, quickly_valid
 from tools_app.imports.openapi.document import DocumentProblem, place_of
 
 Path = tuple[str | int, ...]
@@ -279,7 +277,7 @@ class SchemaConverter:
             if isinstance(value, list):
                 out["enum"] = value
         elif key == "pattern":
-            if isinstance(value, str) and _is_regex(value):
+            if isinstance(value, str) and is_regex(value):
                 out["pattern"] = value
         elif key in TEXTS:
             if isinstance(value, str):
@@ -340,13 +338,3 @@ def _schema_problem(schema: Any, prefix: str) -> str:
     except SchemaError as exc:
         return f"at {prefix}/{'/'.join(str(step) for step in exc.path)}: {exc.message}"
     return ""
-
-
-def _is_regex(pattern: str) -> bool:
-    try:
-        with warnings.catch_warnings():  # "possible nested set" and the like: still a regex
-            warnings.simplefilter("ignore")
-            re.compile(pattern)
-    except (re.error, OverflowError, RecursionError):
-        return False
-    return True
