@@ -13,6 +13,11 @@ from oauth.server.clients import hash_secret
 ISSUER = "https://idp.example.com/realms/acme"
 
 
+# "!" is outside the sealed text's alphabet (Fernet tokens are URL-safe base64), so the
+# check below cannot match by chance (a short secret like "s3" did, once in a full run).
+SECRET = "issuer-secret!s3"
+
+
 def test_admins_turn_oauth_on_and_trust_an_issuer(as_role, acme):
     api = as_role("admin")
     answer = api.put("/api/v1/oauth-settings/acme/", {"enabled": True, "list_scope": "mcp.list"}, format="json")
@@ -22,14 +27,14 @@ def test_admins_turn_oauth_on_and_trust_an_issuer(as_role, acme):
 
     made = api.post(
         "/api/v1/trusted-issuers/",
-        {"tenant": "acme", "issuer": ISSUER, "validation": "introspection", "client_id": "rs", "client_secret": "s3"},
+        {"tenant": "acme", "issuer": ISSUER, "validation": "introspection", "client_id": "rs", "client_secret": SECRET},
         format="json",
     )
     assert made.status_code == 201, made.content
     body = made.json()
     assert body["has_client_secret"] is True and "client_secret" not in body
     row = TrustedIssuer.objects.get(pk=body["id"])
-    assert row.client_secret_sealed and "s3" not in row.client_secret_sealed
+    assert row.client_secret_sealed and SECRET not in row.client_secret_sealed
     assert as_role("viewer").get("/api/v1/trusted-issuers/").json()["results"][0]["issuer"] == ISSUER
     assert as_role("viewer").patch(f"/api/v1/trusted-issuers/{row.pk}/", {"enabled": False}).status_code == 403
 
