@@ -203,14 +203,22 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         # conditional UPDATE, so of simultaneous redemptions exactly one wins; the others
         # are replays and end the consent (RFC 6749 §4.1.2).
         row = authorization_code.row
-        spent = AuthorizationCode.objects.filter(pk=row.pk, used_at__isnull=True).update(used_at=timezone.now())
-        if spent != 1:
-            grant_end_on_replay(grant_id=row.grant_id)
-            raise InvalidGrantError("The authorization code was already used")
+        _spend_once(AuthorizationCode, row.pk, "used_at", grant_id=row.grant_id, what="authorization code")
         return _authorized(row.grant)
 
     def delete_authorization_code(self, authorization_code: IssuedCode) -> None:
         pass  # spent in authenticate_user; the row stays until it expires
+
+
+def _spend_once(
+    model: type[AuthorizationCode] | type[RefreshToken], pk: int, stamp: str, *, grant_id: str, what: str
+) -> None:
+    """Mark a one-use secret spent by one conditional UPDATE: of simultaneous uses exactly one
+    wins; the others are replays, which end the consent and every token issued under it."""
+    spent = model.objects.filter(pk=pk, **{f"{stamp}__isnull": True}).update(**{stamp: timezone.now()})
+    if spent != 1:
+        grant_end_on_replay(grant_id=grant_id)
+        raise InvalidGrantError(f"The {what} was already used")
 
 
 class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -243,10 +251,7 @@ class RefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         # Spent by one conditional UPDATE before anything is issued: of simultaneous
         # refreshes exactly one wins; the others are reuse and end the consent.
         row = refresh_token.row
-        spent = RefreshToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
-        if spent != 1:
-            grant_end_on_replay(grant_id=row.grant_id)
-            raise InvalidGrantError("The refresh token was already used")
+        _spend_once(RefreshToken, row.pk, "revoked_at", grant_id=row.grant_id, what="refresh token")
         return _authorized(row.grant)
 
     def revoke_old_credential(self, refresh_token: IssuedRefreshToken) -> None:
