@@ -75,6 +75,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
                     "tool_prefix",
                     "tags",
                     "publish_new_tools",
+                    "auto_approve",
                     "import_resources_and_prompts",
                     "timeout_seconds",
                 )
