@@ -34,7 +34,9 @@ PETS: dict[str, Any] = {
     "info": {"title": "Pet Store", "version": "1"},
     "servers": [{"url": "https://pets.example/v1"}],
     "paths": {
-        "/pets": {"get": {"operationId": "listPets", "summary": "List pets", "responses": {"200": {"description": "ok"}}}}
+        "/pets": {
+            "get": {"operationId": "listPets", "summary": "List pets", "responses": {"200": {"description": "ok"}}}
+        }
     },
 }
 NEW_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}, "loud": {"type": "boolean"}}}
@@ -140,7 +142,10 @@ def test_two_approvals_at_once_one_wins_and_the_other_is_told(make_tool: Any) ->
         results: list[Any] = []
 
         def decide(
-            approve: bool, pending_id: int = pending.pk, barrier: threading.Barrier = barrier, results: list[Any] = results
+            approve: bool,
+            pending_id: int = pending.pk,
+            barrier: threading.Barrier = barrier,
+            results: list[Any] = results,
         ) -> None:
             try:
                 barrier.wait(5)
