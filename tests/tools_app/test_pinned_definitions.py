@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,12 +22,14 @@ from mcp_platform import generations
 from mcp_platform.actors import Actor, acting_as
 from mcp_platform.redis_clients import sync_redis
 from tenants.models import Tenant
+from tenants.services import tenant_create
 from tools_app.catalog.models import PendingDefinition, Tool
 from tools_app.catalog.pinning import (
     DefinitionDecisionRefused,
     definition_offer,
     pending_definition_decide,
 )
+from tools_app.catalog.services import catalog_entry_create
 
 # A one-operation API description of our own (the OpenAPI import's tests have the big one).
 PETS: dict[str, Any] = {
@@ -129,10 +132,22 @@ def _generation(tenant: Tenant) -> int:
     return int(sync_redis().hget(generations.GENERATION_KEY, generations.tenant_field(tenant.slug)) or 0)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_two_approvals_at_once_one_wins_and_the_other_is_told(make_tool: Any) -> None:
-    acme = Tenant.objects.create(slug="race", name="Race")
-    tool = make_tool("race.tool", tenant=acme)
+@pytest.fixture
+def committed(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """Real commits (two threads must see each other's writes), without the cost of a
+    transactional test's flush of every table: the test removes its own tenant after."""
+    with django_db_blocker.unblock():
+        yield
+        Tenant.objects.filter(slug="race").delete()
+
+
+def test_two_approvals_at_once_one_wins_and_the_other_is_told(committed: None) -> None:
+    acme = tenant_create(slug="race", name="Race")
+    tool = catalog_entry_create(
+        model=Tool,
+        tenant=acme,
+        fields={"name": "race.tool", "description": "v1", "backend_config": {"handler": "demo.echo"}},
+    )
     outcomes: list[Any] = []
     for round_ in range(3):
         offer(tool, description=f"round {round_}")
