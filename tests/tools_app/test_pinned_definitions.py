@@ -30,6 +30,7 @@ from tools_app.catalog.pinning import (
     pending_definition_decide,
 )
 from tools_app.catalog.services import catalog_entry_create
+from tools_app.imports.openapi.models import OpenApiSource
 
 # A one-operation API description of our own (the OpenAPI import's tests have the big one).
 PETS: dict[str, Any] = {
@@ -323,3 +324,17 @@ def test_admin_lists_side_by_side_and_decides_by_action(
     tool.refresh_from_db()
     foreign.refresh_from_db()
     assert tool.description == "v2" and foreign.status == "pending"  # another tenant's is out of reach
+
+
+def test_trusting_an_openapi_source_is_an_audited_admin_setting(acme: Tenant, acme_admin_client: Client) -> None:
+    acme_admin_client.post(
+        "/api/v1/openapi-imports/", {"tenant": acme.slug, "document": json.dumps(PETS)}, content_type="application/json"
+    )
+    source = OpenApiSource.objects.get(tenant=acme)
+    page = f"/admin/tools_app/openapisource/{source.pk}/change/"
+    assert acme_admin_client.get(page).status_code == 200
+    assert acme_admin_client.post(page, {"auto_approve": "on"}).status_code == 302
+    source.refresh_from_db()
+    assert source.auto_approve is True
+    event = AuditEvent.objects.get(object_type="tools_app.OpenApiSource")
+    assert event.changes == {"auto_approve": [False, True]} and event.actor_label == "acme-admin"

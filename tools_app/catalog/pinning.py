@@ -91,8 +91,7 @@ def definition_offer(
         .order_by("-decided_at", "-id")
         .first()
     )
-    rejected = last_decided is not None and last_decided.status == PendingDefinition.Status.REJECTED
-    if rejected and last_decided is not None and last_decided.sha256 == digest:
+    if last_decided is not None and (last_decided.status, last_decided.sha256) == ("rejected", digest):
         return "rejected"
     candidate = copy.copy(tool)
     for name, value in changed.items():
@@ -117,7 +116,7 @@ def pending_definition_decide(
     *, pending_id: int, approve: bool, user: AbstractBaseUser | AnonymousUser | None
 ) -> PendingDefinition:
     """Approve (the tool takes the proposed fields) or reject a pending proposal; the caller
-    has checked the user may (``pending_definitions_decidable``). Raises
+    has checked the user may (``may_decide``). Raises
     DefinitionDecisionRefused when it was decided already or is gone, ValidationError when the
     catalog refuses the definition now."""
     tool_id = PendingDefinition.objects.filter(pk=pending_id).values_list("tool_id", flat=True).first()

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from audit.services import audit_change
 from tenants.admin import TenantScopedAdmin, administered_tenant_ids, administers
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -74,6 +75,13 @@ class OpenApiSourceAdmin(TenantScopedAdmin):
     @admin.display(description="SHA-256")
     def short_hash(self, obj: OpenApiSource) -> str:
         return obj.sha256[:12]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Sources are not in the change audit as a whole (each import would copy the document
+        # into it); whether a source is trusted is, like any security setting.
+        if change and "auto_approve" in form.changed_data:
+            audit_change(obj, "updated", {"auto_approve": not obj.auto_approve}, {"auto_approve": obj.auto_approve})
 
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None) -> Any:
         """The import page instead of a blank form."""
