@@ -22,6 +22,7 @@ TRACKED = [
     "tools_app.ResourceTemplate",
     "tools_app.Prompt",
     "tools_app.AccessRule",
+    "tools_app.PendingDefinition",
     "tools_app.BackendSecret",
     "tools_app.UpstreamServer",
     "api.PersonalAccessToken",

@@ -3,7 +3,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path, re_path, reverse_lazy
 
-from console import approvals, views
+from console import approvals, definitions, views
 
 app_name = "console"
 
@@ -21,4 +21,6 @@ urlpatterns = [
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/pending/", approvals.approval_rows, name="approval-rows"),
     path("approvals/<str:pk>/decision/", approvals.approval_decision, name="approval-decision"),
+    path("definitions/", definitions.definition_list, name="definitions"),
+    path("definitions/<int:pk>/decision/", definitions.definition_decision, name="definition-decision"),
 ]

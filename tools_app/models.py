@@ -8,7 +8,7 @@ Import them from there; this module only makes Django find them.
 
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.upstream.models import UpstreamServer
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, PendingDefinition, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
 from tools_app.runs.models import Approval, ToolRun
 
@@ -18,6 +18,7 @@ __all__ = [
     "BackendSecret",
     "OpenApiOperation",
     "OpenApiSource",
+    "PendingDefinition",
     "Prompt",
     "Resource",
     "ResourceTemplate",

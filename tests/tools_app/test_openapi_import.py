@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from tenants.models import Tenant
 from tools_app.backends.models import BackendSecret
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, PendingDefinition, Tool
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
 
 PETSTORE: dict[str, Any] = {
@@ -193,11 +193,55 @@ def test_selection_dry_run_and_reimport(tmp_path: Path, acme: Tenant) -> None:
 
     changed = copy.deepcopy(PETSTORE)
     changed["paths"]["/pets"]["get"]["summary"] = "List every pet"
-    out, err = _run(_write(tmp_path, changed, "v2.json"), "--tenant", acme.slug, "--include", "listPets", "createPet")
+    v2 = _write(tmp_path, changed, "v2.json")
+    # Without --approve a changed definition waits (pinned definitions); clients keep the old one.
+    out, err = _run(v2, "--tenant", acme.slug, "--include", "listPets", "createPet")
+    assert out.splitlines() == ["parked listPets  GET /pets  (title, description)"]
+    assert "1 waiting for approval" in err
+    listing = Tool.objects.get(tenant=acme, name="listPets")
+    assert listing.title == "List pets"
+    pending = PendingDefinition.objects.get(tool=listing, status="pending")
+    assert pending.source_kind == "openapi" and pending.source_name == "pet-store"
+    assert pending.diff["title"] == ["List pets", "List every pet"]
+    # The same again parks nothing new; a dry run with --approve says it would update.
+    out, _ = _run(v2, "--tenant", acme.slug, "--include", "listPets", "createPet")
+    assert out.splitlines() == ["parked listPets  GET /pets  (title, description)"]
+    assert PendingDefinition.objects.filter(tool=listing).count() == 1
+    out, _ = _run(v2, "--tenant", acme.slug, "--include", "listPets", "--approve", "--dry-run")
+    assert out.splitlines() == ["would update listPets  GET /pets  (title, description)"]
+    # --approve: the admin running the import approves it; the waiting proposal is superseded.
+    out, err = _run(v2, "--tenant", acme.slug, "--include", "listPets", "createPet", "--approve")
     assert out.splitlines() == ["updated listPets  GET /pets  (title, description)"]
     assert Tool.objects.get(tenant=acme, name="listPets").title == "List every pet"
-    out, err = _run(_write(tmp_path, changed, "v2.json"), "--tenant", acme.slug, "--include", "listPets", "--approve")
+    pending.refresh_from_db()
+    assert pending.status == "superseded"
+    out, err = _run(v2, "--tenant", acme.slug, "--include", "listPets", "--approve")
     assert out == "" and "(document unchanged)" in err and "kept createPet" in err
+
+
+@pytest.mark.django_db
+def test_reimport_applies_tags_parks_the_definition_and_trusts_an_auto_approve_source(
+    tmp_path: Path, acme: Tenant
+) -> None:
+    _run(_write(tmp_path, PETSTORE), "--tenant", acme.slug, "--include", "listPets")
+    changed = copy.deepcopy(PETSTORE)
+    changed["servers"] = [{"url": "https://pets.attacker.example/v1"}]  # where calls (and the key) would go
+    v2 = _write(tmp_path, changed, "v2.json")
+    out, _ = _run(v2, "--tenant", acme.slug, "--include", "listPets", "--label", "crm")
+    assert out.splitlines() == ["parked listPets  GET /pets  (backend_config, tags)"]
+    listing = Tool.objects.get(tenant=acme, name="listPets")
+    assert listing.tags == ["openapi:pet-store", "crm"]  # the admin's own option: at once
+    assert listing.backend_config["url"] == "https://eu.pets.example/v1/pets"  # pinned
+    pending = PendingDefinition.objects.get(tool=listing, status="pending")
+    assert set(pending.proposed) == {"backend_config"}
+
+    source = OpenApiSource.objects.get(tenant=acme)
+    source.auto_approve = True
+    source.save()
+    out, _ = _run(v2, "--tenant", acme.slug, "--include", "listPets", "--label", "crm")
+    assert out.splitlines() == ["updated listPets  GET /pets  (backend_config)"]
+    listing.refresh_from_db()
+    assert listing.backend_config["url"] == "https://pets.attacker.example/v1/pets"
 
 
 @pytest.mark.django_db

@@ -557,3 +557,58 @@ class Prompt(CatalogEntry):
             errors["completions"] = [completion_problem]
         if errors:
             raise ValidationError(errors)
+
+
+class PendingDefinition(models.Model):
+    """A definition of an imported tool that its source (an upstream MCP server's refresh, a
+    re-import of an OpenAPI document) offered and that waits for an admin's approval.
+
+    The tool's own fields are the pinned definition: clients keep seeing them until the
+    proposal is approved (``tools_app.catalog.pinning``). ``proposed`` holds only the fields
+    that differ, ``diff`` the same as ``field: [pinned, proposed]`` at the time it was parked.
+    At most one proposal per tool is pending; a newer one supersedes it.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        APPROVED = "approved", "Approved"
+        REJECTED = "rejected", "Rejected"
+        # The source offered another definition (or the pinned one again, or it was applied directly).
+        SUPERSEDED = "superseded", "Superseded"
+
+    class SourceKind(models.TextChoices):
+        UPSTREAM_MCP = "upstream_mcp", "Upstream MCP server"
+        OPENAPI = "openapi", "OpenAPI document"
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="pending_definitions")
+    # The tool's tenant, kept here so every scoped read (admin, console, API) filters one table.
+    tenant = optional_tenant(related_name="pending_definitions", help_text="The tool's tenant; empty: platform.")
+    source_kind = models.CharField(max_length=16, choices=SourceKind.choices)
+    source_id = models.BigIntegerField(help_text="The UpstreamServer's or OpenApiSource's id.")
+    source_name = models.CharField(max_length=200)
+    proposed = models.JSONField(help_text="The fields the source changed, with their new values.")
+    diff = models.JSONField(help_text="field → [pinned, proposed] when it was parked.")
+    sha256 = models.CharField(
+        max_length=64, help_text="Hash of the proposed fields (a rejected one is not parked again)."
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tool"], condition=Q(status="pending"), name="pendingdefinition_one_pending_per_tool"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "status", "-created_at"], name="pendingdef_tenant_status")]
+
+    def __str__(self) -> str:
+        tool = _related_or_none(self, "tool")
+        name = tool.name if tool is not None else f"tool #{self.tool_id}"
+        return f"{name}: {', '.join(sorted(self.diff))} ({self.status})"

@@ -26,6 +26,12 @@ class OpenApiImportRequestSerializer(serializers.Serializer):
     labels = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     grant = serializers.BooleanField(required=False, default=False)
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Preview only; nothing is saved.")
+    approve = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Publish changed definitions of tools an earlier import made; without it they wait for "
+        "approval (action park) and clients keep the approved ones.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if bool(attrs.get("document")) == bool(attrs.get("url")):
@@ -36,7 +42,10 @@ class OpenApiImportRequestSerializer(serializers.Serializer):
 
 
 class PlannedToolSerializer(serializers.Serializer):
-    action = serializers.ChoiceField(choices=["create", "update", "unchanged"])
+    action = serializers.ChoiceField(
+        choices=["create", "update", "park", "unchanged"],
+        help_text="park: the definition changed and waits for approval (see /api/v1/pending-definitions/).",
+    )
     name = serializers.CharField()
     operation = serializers.CharField(help_text='e.g. "GET /pets/{id}"')
     changes = serializers.ListField(child=serializers.CharField(), help_text="Changed fields (updates).")

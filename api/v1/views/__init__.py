@@ -13,6 +13,7 @@ from api.v1.views.me import MeView
 from api.v1.views.memberships import MembershipViewSet
 from api.v1.views.oauth import OAuthClientViewSet, OAuthGrantViewSet, OAuthSettingsViewSet, TrustedIssuerViewSet
 from api.v1.views.openapi_imports import OpenApiImportViewSet
+from api.v1.views.pending_definitions import PendingDefinitionViewSet
 from api.v1.views.resources import PromptViewSet, ResourceTemplateViewSet, ResourceViewSet
 from api.v1.views.sessions import SessionViewSet
 from api.v1.views.tenants import TenantViewSet
@@ -31,6 +32,7 @@ __all__ = [
     "OAuthGrantViewSet",
     "OAuthSettingsViewSet",
     "OpenApiImportViewSet",
+    "PendingDefinitionViewSet",
     "PromptViewSet",
     "ResourceTemplateViewSet",
     "ResourceViewSet",

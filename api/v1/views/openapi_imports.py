@@ -30,7 +30,8 @@ class OpenApiImportViewSet(ScopedViewSet):
         responses={200: OpenApiImportResultSerializer, 201: OpenApiImportResultSerializer},
         description="Admins and owners of the tenant (platform admins for platform tools). One http tool per "
         "operation of an OpenAPI 3.0/3.1 or Swagger 2.0 document; dry_run previews what would be created, "
-        "updated and skipped. A document that cannot be used answers 400 naming the place.",
+        "updated, parked for approval and skipped (approve: changed definitions are updated instead of "
+        "parked). A document that cannot be used answers 400 naming the place.",
     )
     def create(self, request: Request) -> Response:
         body = OpenApiImportRequestSerializer(data=request.data, context={"request": request})
@@ -44,6 +45,7 @@ class OpenApiImportViewSet(ScopedViewSet):
             selection=Selection(operation_ids=data["include"], tags=data["openapi_tags"], paths=data["paths"]),
             tags=data["labels"],
             name=data["name"],
+            approve=data["approve"],
         )
         try:
             source = read_source(text=data.get("document"), url=data.get("url", ""))

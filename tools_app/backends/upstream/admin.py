@@ -28,6 +28,7 @@ from tools_app.backends.upstream.federation import (
 )
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.catalog.forms import PrettyJSONField
+from tools_app.catalog.pinning import tools_with_pending
 
 PRE_STYLE = (
     "font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; white-space: pre-wrap; "
@@ -75,6 +76,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
                     "tool_prefix",
                     "tags",
                     "publish_new_tools",
+                    "auto_approve",
                     "import_resources_and_prompts",
                     "timeout_seconds",
                 )
@@ -115,6 +117,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
         if not obj.discovered_tools:
             return "Refresh to see the upstream's tools."
         published = {tool.backend_config.get("tool"): tool for tool in published_tools(obj)}
+        waiting = tools_with_pending([tool.pk for tool in published.values()])
         rows = []
         for raw in obj.discovered_tools:
             tool = published.get(raw["name"])
@@ -124,6 +127,8 @@ class UpstreamServerAdmin(TenantScopedAdmin):
                 state = f"withdrawn upstream (was published as {tool.name})"
             else:
                 state = f"published as {tool.name}" + ("" if tool.enabled else " (disabled)")
+                if tool.pk in waiting:
+                    state += "; a changed definition waits for approval (Pending definitions)"
             rows.append((raw["name"], (raw.get("description") or "")[:120], state))
         body = format_html_join("", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>", rows)
         return format_html("<table><tr><th>Upstream tool</th><th>Description</th><th>Here</th></tr>{}</table>", body)

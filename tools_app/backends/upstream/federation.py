@@ -6,6 +6,11 @@ list-changed publishing treat it like any other. What comes from the upstream (t
 description, schemas, annotations, icons) is overwritten by every refresh; what the
 admin decides (the local name, enabled, tags, execution mode, timeout) is kept.
 
+What the upstream offers is pinned (``tools_app.catalog.pinning``): a refresh that finds a
+published tool's title, description, schemas, annotations or icons changed parks the new
+definition for an admin's approval, and clients keep the approved one, unless the server is
+marked ``auto_approve``. Tools the upstream adds follow ``publish_new_tools`` as before.
+
 A refresh that finds a published tool gone disables it (and marks it ``withdrawn`` in
 its settings) instead of deleting it, so access rules that name it survive; the tool
 comes back when the upstream offers it again.
@@ -37,7 +42,8 @@ from tools_app.backends.models import owned_by
 from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamError, UpstreamSession, UpstreamUnavailable
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import SecretUnavailable, unseal
-from tools_app.catalog.models import TOOL_NAME_PATTERN, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import TOOL_NAME_PATTERN, PendingDefinition, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.pinning import definition_offer, tools_with_pending
 from tools_app.catalog.schemas import SchemaProblem, check_object_schema
 from tools_app.catalog.services import catalog_entry_save
 from tools_app.catalog.uri_templates import TemplateProblem, compile_template
@@ -207,11 +213,12 @@ class RefreshReport:
     withdrawn: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     unpublished: list[str] = field(default_factory=list)  # offered upstream, not published here
+    parked: list[str] = field(default_factory=list)  # changed definitions waiting for approval
     notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.added or self.updated or self.withdrawn or self.restored)
+        return bool(self.added or self.updated or self.withdrawn or self.restored or self.parked)
 
     def summary(self) -> str:
         parts = [
@@ -221,6 +228,7 @@ class RefreshReport:
                 ("updated", self.updated),
                 ("withdrawn", self.withdrawn),
                 ("restored", self.restored),
+                ("waiting for approval", self.parked),
                 ("not published", self.unpublished),
             )
             if names
@@ -416,6 +424,7 @@ def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> Refre
         if definition is not None:
             definitions[definition["name"]] = definition
     published = {tool.backend_config.get("tool"): tool for tool in published_tools(upstream).select_for_update()}
+    proposing = tools_with_pending([tool.pk for tool in published.values()])
     for upstream_name, tool in published.items():
         definition = definitions.get(upstream_name)
         config = dict(tool.backend_config)
@@ -426,18 +435,30 @@ def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> Refre
                 tool.save()
                 report.withdrawn.append(tool.name)
             continue
-        changed = [name for name, value in definition["fields"].items() if getattr(tool, name) != value]
-        for name in changed:
-            setattr(tool, name, definition["fields"][name])
-        restored = bool(config.pop("withdrawn", False))
-        if restored:
+        if config.pop("withdrawn", False):
             tool.backend_config = config
             tool.enabled = True
-            report.restored.append(tool.name)
-        elif changed:
-            report.updated.append(tool.name)
-        if changed or restored:
             catalog_entry_save(entry=tool)
+            report.restored.append(tool.name)
+        changed = any(getattr(tool, name) != value for name, value in definition["fields"].items())
+        if not changed and tool.pk not in proposing:
+            continue
+        try:
+            offered = definition_offer(
+                tool=tool,
+                fields=definition["fields"],
+                source_kind=PendingDefinition.SourceKind.UPSTREAM_MCP,
+                source_id=upstream.pk,
+                source_name=upstream.name,
+                approve=upstream.auto_approve,
+            )
+        except ValidationError as exc:
+            report.notes.append(f"{tool.name}: the upstream's new definition is refused: {'; '.join(exc.messages)}")
+            continue
+        if offered == "applied" and tool.name not in report.restored:
+            report.updated.append(tool.name)
+        elif offered == "parked":
+            report.parked.append(tool.name)
     for upstream_name, definition in definitions.items():
         if upstream_name in published:
             continue

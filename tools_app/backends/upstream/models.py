@@ -56,6 +56,12 @@ class UpstreamServer(models.Model):
         help_text="Publish tools the upstream adds as soon as a refresh sees them. Off: new tools wait "
         "until you publish them.",
     )
+    auto_approve = models.BooleanField(
+        default=False,
+        help_text="Trust this server: a refresh that changes a published tool's title, description, schemas, "
+        "annotations or icons applies the change at once. Off: the change waits for an admin's approval "
+        "(Pending definitions) and clients keep the approved definition.",
+    )
     timeout_seconds = models.FloatField(
         default=30.0,
         validators=[MinValueValidator(0.1), MaxValueValidator(3600)],

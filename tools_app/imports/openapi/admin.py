@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from audit.services import audit_change
 from tenants.admin import TenantScopedAdmin, administered_tenant_ids, administers
 from tenants.models import Tenant
 from tenants.scope import tenant_scope
@@ -46,6 +47,10 @@ class OpenApiImportForm(forms.Form):
     include = forms.CharField(required=False, help_text="Only these operationIds (space-separated).")
     openapi_tags = forms.CharField(required=False, label="OpenAPI tags", help_text="Only operations with these tags.")
     grant = forms.BooleanField(required=False, help_text="Allow the tenant to use the tools.")
+    approve = forms.BooleanField(
+        required=False,
+        help_text="Publish changed definitions of tools an earlier import made (else they wait for approval).",
+    )
 
     def __init__(self, *args: Any, tenants: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -63,15 +68,20 @@ class OpenApiImportForm(forms.Form):
 class OpenApiSourceAdmin(TenantScopedAdmin):
     list_display = ("name", "tenant", "title", "imported_at", "short_hash")
     list_select_related = ("tenant",)
+    # An import changes a source; the admin decides only whether its changes need approval.
     readonly_fields = ("tenant", "name", "title", "location", "sha256", "options", "imported_at", "created_at")
-    exclude = ("document",)
+    fields = (*readonly_fields, "auto_approve")
 
     @admin.display(description="SHA-256")
     def short_hash(self, obj: OpenApiSource) -> str:
         return obj.sha256[:12]
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # an import changes a source
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Sources are not in the change audit as a whole (each import would copy the document
+        # into it); whether a source is trusted is, like any security setting.
+        if change and "auto_approve" in form.changed_data:
+            audit_change(obj, "updated", {"auto_approve": not obj.auto_approve}, {"auto_approve": obj.auto_approve})
 
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context: dict[str, Any] | None = None) -> Any:
         """The import page instead of a blank form."""
@@ -92,6 +102,7 @@ class OpenApiSourceAdmin(TenantScopedAdmin):
                 prefix=data["name_prefix"],
                 base_url=data["base_url"],
                 selection=Selection(operation_ids=_words(data["include"]), tags=_words(data["openapi_tags"])),
+                approve=data["approve"],
             )
             try:
                 if data["file"]:
@@ -101,7 +112,9 @@ class OpenApiSourceAdmin(TenantScopedAdmin):
                 if "_import" in request.POST:
                     plan = openapi_import(source=source, tenant=tenant, options=options, grant=data["grant"])
                     changed = plan.count("create") + plan.count("update")
-                    self.message_user(request, f"{plan.source_name}: {changed} tools created or updated.")
+                    parked = plan.count("park")
+                    waiting = f"; {parked} changed definitions wait for approval" if parked else ""
+                    self.message_user(request, f"{plan.source_name}: {changed} tools created or updated{waiting}.")
                     return HttpResponseRedirect(reverse("admin:tools_app_tool_changelist"))
                 plan = openapi_preview(source=source, tenant=tenant, options=options)
             except DocumentProblem as exc:

@@ -25,6 +25,11 @@ class OpenApiSource(models.Model):
     sha256 = models.CharField(max_length=64)
     options = models.JSONField(default=dict, blank=True, help_text="Prefix, base URL and selection of the import.")
     imported_at = models.DateTimeField()
+    auto_approve = models.BooleanField(
+        default=False,
+        help_text="Trust this source: a re-import that changes a tool's definition applies it at once. Off: the "
+        "change waits for an admin's approval unless the import is run with approve (--approve).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

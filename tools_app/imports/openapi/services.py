@@ -2,8 +2,10 @@
 ``catalog_entry_*`` services, so it gets the same checks, versions, audit and list_changed
 as a tool made by hand.
 
-Until pinned definitions exist, a re-import updates changed tools in place (``approve`` is
-accepted for the command's contract; an admin running an import is its approval).
+An admin running an import approves what it creates. A re-import that changes a tool's
+definition (title, description, schemas, annotations, or how it calls the API) parks the new
+one for approval (``tools_app.catalog.pinning``) unless the import is run with ``approve`` or
+the source is marked ``auto_approve``; its other changes (tags) apply at once.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from tenants.models import Tenant
-from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.models import AccessRule, PendingDefinition, Tool
+from tools_app.catalog.pinning import definition_offer, tools_with_pending
 from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create, catalog_entry_update
 from tools_app.imports.openapi.document import (
     DocumentProblem,
@@ -59,6 +62,9 @@ DEFINED_FIELDS = (
     "backend_config",
     "tags",
 )
+# Of those, what only an approval changes: what the model reads, and where and how calls go
+# (a changed server URL would send the vault's credential to another host).
+PINNED_FIELDS = tuple(name for name in DEFINED_FIELDS if name != "tags")
 
 
 @dataclass
@@ -68,11 +74,14 @@ class ImportOptions:
     selection: Selection = field(default_factory=Selection)
     tags: Sequence[str] = ()  # extra Toolbay tags on every tool
     name: str = ""  # the source's name; default: the prefix, else the document's title
+    # Publish changed definitions of tools an earlier import made (else they wait for approval).
+    approve: bool = False
 
 
 @dataclass
 class PlannedTool:
-    action: Literal["create", "update", "unchanged"]
+    # park: the definition changed and waits for approval (its other changes, if any, apply).
+    action: Literal["create", "update", "park", "unchanged"]
     draft: ToolDraft
     changes: list[str] = field(default_factory=list)  # changed field names (updates)
 
@@ -200,7 +209,10 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
             continue
         draft.fields["name"] = link.tool.name  # a tool keeps its name across re-imports
         changes = [key for key in DEFINED_FIELDS if getattr(link.tool, key) != draft.fields.get(key)]
-        planned.append(PlannedTool("update" if changes else "unchanged", draft, changes))
+        action: Literal["update", "park", "unchanged"] = "update" if changes else "unchanged"
+        if set(changes) & set(PINNED_FIELDS) and not (options.approve or existing is None or existing.auto_approve):
+            action = "park"
+        planned.append(PlannedTool(action, draft, changes))
     seen = {planned_tool.draft.operation for planned_tool in planned} | {item.operation for item in skipped}
     info = mapping(document.get("info"))
     sha256 = hashlib.sha256(source.text).hexdigest()
@@ -254,23 +266,27 @@ def openapi_import(
         },
     )
     links = {link.operation: link for link in record.operations.select_related("tool")}
+    proposing = tools_with_pending([link.tool_id for link in links.values()])
     done: list[PlannedTool] = []
     new_links: list[OpenApiOperation] = []
     for planned in plan.tools:
         draft = planned.draft
-        # No savepoint of our own: the catalog refuses (ValidationError) before it writes anything.
+        # No savepoint of our own: the catalog refuses (ValidationError) before it writes anything
+        # (but a re-import's tag change, written before a refused definition, stays).
         try:
             if planned.action == "create":
                 tool = catalog_entry_create(model=Tool, tenant=tenant, fields=draft.fields)
                 new_links.append(_link(record, tool, draft))
-            elif planned.action == "update":
+            elif planned.action in ("update", "park"):
                 link = links[draft.operation]
-                changes = {key: draft.fields[key] for key in planned.changes}
-                catalog_entry_update(entry=link.tool, changes=changes)
+                _apply(record, link.tool, planned, plan)
                 link.definition_sha256 = _definition_hash(draft)
                 link.source_definition = draft.source
                 link.operation_id = draft.operation_id[:500]
                 link.save(update_fields=["definition_sha256", "source_definition", "operation_id"])
+            elif draft.operation in links and links[draft.operation].tool_id in proposing:
+                # The document is back to the pinned definition: its proposal is withdrawn.
+                _offer(record, links[draft.operation].tool, draft, PINNED_FIELDS, approve=False)
         except ValidationError as exc:
             messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
             place = place_of(("paths", draft.source["path"], draft.source["method"]))
@@ -287,6 +303,32 @@ def openapi_import(
             kind=AccessRule.Kind.TOOL,
         )
     return plan
+
+
+def _offer(record: OpenApiSource, tool: Tool, draft: ToolDraft, names: Sequence[str], *, approve: bool) -> str:
+    return definition_offer(
+        tool=tool,
+        fields={name: draft.fields.get(name) for name in names},
+        source_kind=PendingDefinition.SourceKind.OPENAPI,
+        source_id=record.pk,
+        source_name=record.name,
+        approve=approve,
+    )
+
+
+def _apply(record: OpenApiSource, tool: Tool, planned: PlannedTool, plan: ImportPlan) -> None:
+    """A re-import's changes to one tool: tags at once, the definition applied or parked."""
+    loose = {key: planned.draft.fields[key] for key in planned.changes if key not in PINNED_FIELDS}
+    pinned = [key for key in planned.changes if key in PINNED_FIELDS]
+    if loose:  # first: the offer below reads the tool again, this write included
+        catalog_entry_update(entry=tool, changes=loose)
+    if not pinned:
+        return
+    offered = _offer(record, tool, planned.draft, pinned, approve=planned.action == "update")
+    if offered == "rejected":
+        plan.notes.append(f"{planned.draft.name}: an admin rejected this definition; the tool keeps the pinned one")
+        planned.changes = list(loose)
+        planned.action = "update" if loose else "unchanged"
 
 
 def _definition_hash(draft: ToolDraft) -> str:

@@ -1,7 +1,9 @@
 """``manage.py import_openapi SOURCE --tenant SLUG ...``: one http tool per operation of an
-OpenAPI document (a file, a URL, or ``-`` for stdin). Contract: each created or updated tool
-is one line of stdout (``created NAME  METHOD PATH`` / ``updated NAME  METHOD PATH``); the
-rest goes to stderr; a document that cannot be used exits non-zero naming the place."""
+OpenAPI document (a file, a URL, or ``-`` for stdin). Contract: each created, updated or
+parked tool is one line of stdout (``created NAME  METHOD PATH`` / ``updated NAME  METHOD PATH
+(fields)`` / ``parked NAME  METHOD PATH  (fields)``: its changed definition waits for approval;
+``--approve`` updates instead); the rest goes to stderr; a document that cannot be used exits
+non-zero naming the place."""
 
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from tools_app.imports.openapi.services import (
 class Command(AuditedCommand):
     help = (
         "Import an OpenAPI 3.0/3.1 (or Swagger 2.0) document as http tools, one per operation. "
-        "Prints one line per created or updated tool; --dry-run prints what would happen."
+        "Prints one line per created, updated or parked tool; --dry-run prints what would happen."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -48,7 +50,8 @@ class Command(AuditedCommand):
         parser.add_argument(
             "--approve",
             action="store_true",
-            help="Publish changed definitions of tools it made before (re-imports update in place today).",
+            help="Publish changed definitions of tools it made before (without it they wait for an admin's "
+            "approval and clients keep the approved one).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -65,6 +68,7 @@ class Command(AuditedCommand):
             selection=Selection(operation_ids=options["include"], tags=options["tag"], paths=options["path"]),
             tags=options["label"],
             name=options["name"],
+            approve=options["approve"],
         )
         source_arg = options["source"]
         try:
@@ -83,7 +87,11 @@ class Command(AuditedCommand):
         self._report(plan, dry_run=options["dry_run"])
 
     def _report(self, plan: ImportPlan, *, dry_run: bool) -> None:
-        verbs = {"create": "would create" if dry_run else "created", "update": "would update" if dry_run else "updated"}
+        verbs = {
+            "create": "would create" if dry_run else "created",
+            "update": "would update" if dry_run else "updated",
+            "park": "would park" if dry_run else "parked",
+        }
         for planned in plan.tools:
             if planned.action in verbs:
                 changed = f"  ({', '.join(planned.changes)})" if planned.changes else ""
@@ -96,6 +104,7 @@ class Command(AuditedCommand):
             self.stderr.write(f"kept {name}: its operation is no longer imported")
         self.stderr.write(
             f"{plan.source_name}: {plan.count('create')} to create, {plan.count('update')} to update, "
+            f"{plan.count('park')} waiting for approval, "
             f"{plan.count('unchanged')} unchanged, {len(plan.skipped)} skipped"
             + ("" if plan.document_changed else " (document unchanged)")
         )
