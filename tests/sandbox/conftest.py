@@ -15,6 +15,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -77,6 +78,15 @@ def fetch_server() -> Path:
         f"{package}=={version}",
         lambda target: [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), f"{package}=={version}"],
     )
+
+
+@pytest.fixture
+def empty_package() -> Iterator[Path]:
+    """The package of a probe that needs only the system (its own python3)."""
+    path = Path(tempfile.mkdtemp(prefix="toolbay-empty-package-"))
+    path.chmod(0o755)
+    yield path
+    path.rmdir()
 
 
 @dataclass

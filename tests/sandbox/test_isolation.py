@@ -18,7 +18,6 @@ from django.conf import settings
 
 from tools_app.backends.packaged.sandbox import SandboxSpec, spawn
 
-pytestmark = pytest.mark.asyncio
 
 
 def _spec(package: Path, home: Path, env: dict[str, str]) -> SandboxSpec:
