@@ -196,6 +196,15 @@ def sandbox_status() -> SandboxStatus:
     return SandboxStatus(True, "bubblewrap", f"{version or 'bubblewrap'}: user namespaces, runs as {as_uid}")
 
 
+def sandbox_readiness() -> str:
+    """One word for /readyz: ``bubblewrap``, ``opted-out`` (no sandbox, and untrusted packages
+    run anyway) or ``unavailable`` (no sandbox; untrusted packages are refused)."""
+    status = sandbox_status()
+    if status.available:
+        return status.mechanism
+    return "opted-out" if settings.TOOLBAY_SANDBOX_OPTOUT else "unavailable"
+
+
 _egress: weakref.WeakKeyDictionary[asyncio.subprocess.Process, EgressProxy] = weakref.WeakKeyDictionary()
 _watchers: set[asyncio.Task[None]] = set()
 
@@ -387,4 +396,12 @@ def _watch(process: asyncio.subprocess.Process, proxy: EgressProxy | None, runti
     task.add_done_callback(_watchers.discard)
 
 
-__all__ = ["SandboxSpec", "SandboxStatus", "SandboxUnavailable", "egress_of", "sandbox_status", "spawn"]
+__all__ = [
+    "SandboxSpec",
+    "SandboxStatus",
+    "SandboxUnavailable",
+    "egress_of",
+    "sandbox_readiness",
+    "sandbox_status",
+    "spawn",
+]
