@@ -3,7 +3,8 @@
 ``/healthz`` (in urls.py) only says the process answers; ``/readyz`` also checks that the
 database and Redis do, so a load balancer stops sending traffic to a process that cannot
 serve it, and says which sandbox packaged servers get (``bubblewrap``, ``unavailable``:
-untrusted ones are refused, ``opted-out``: they run unsandboxed). Both answer without authentication and say nothing beyond ok/failed.
+untrusted ones are refused, ``opted-out``: they run unsandboxed). Both answer without
+authentication and say nothing beyond ok/failed.
 
 ``/metrics`` asks for ``Authorization: Bearer <METRICS_TOKEN>``. Without a token it is open
 while ``DEBUG=1`` (a laptop) and answers 403 to everyone with ``DEBUG=0``: the numbers name

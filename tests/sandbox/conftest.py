@@ -76,7 +76,16 @@ def fetch_server() -> Path:
     package, version = FETCH_SERVER
     return _install(
         f"{package}=={version}",
-        lambda target: [sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target), f"{package}=={version}"],
+        lambda target: [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--target",
+            str(target),
+            f"{package}=={version}",
+        ],
     )
 
 
@@ -190,7 +199,7 @@ def _serve(body: bytes) -> LoopbackSite:
             self.wfile.write(site.body)
 
     site = LoopbackSite(ThreadingHTTPServer(("127.0.0.1", 0), Handler), body)
-    threading.Thread(target=site.server.serve_forever, daemon=True).start()
+    threading.Thread(target=site.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return site
 
 

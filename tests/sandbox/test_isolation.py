@@ -13,11 +13,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
 from django.conf import settings
 
 from tools_app.backends.packaged.sandbox import SandboxSpec, spawn
-
 
 
 def _spec(package: Path, home: Path, env: dict[str, str]) -> SandboxSpec:

@@ -4,6 +4,7 @@ by its limits, and the machine (the host, other sandboxes of the same uid) goes 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -27,7 +28,9 @@ async def _run(spec: SandboxSpec, timeout: float = 30) -> tuple[int, str, str]:
 
 
 async def _still_works(package: Path) -> None:
-    code, out, _ = await _run(SandboxSpec(package_dir=package, argv=["/usr/bin/python3", "-I", "-c", "print('ok')"], env={}))
+    code, out, _ = await _run(
+        SandboxSpec(package_dir=package, argv=["/usr/bin/python3", "-I", "-c", "print('ok')"], env={})
+    )
     assert (code, out) == (0, "ok\n")
 
 
@@ -49,7 +52,9 @@ async def test_node_allocating_without_bound_ends(empty_package):
 async def test_python_allocating_without_bound_gets_memory_error(empty_package):
     script = "a = []\nwhile True: a.append(bytearray(16 * 2**20))"
     code, _, err = await _run(
-        SandboxSpec(package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", script], env={}, memory_bytes=256 * MB)
+        SandboxSpec(
+            package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", script], env={}, memory_bytes=256 * MB
+        )
     )
     assert code == 1 and "MemoryError" in err
 
@@ -85,10 +90,8 @@ def _processes_in(namespace: str) -> int:
     count = 0
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
+            with contextlib.suppress(OSError):  # a process that ended meanwhile
                 count += os.readlink(entry / "ns/pid") == namespace
-            except OSError:
-                pass
     return count
 
 
@@ -112,7 +115,9 @@ async def test_fork_bomb_is_held_to_its_own_process_budget(empty_package):
 
 async def test_cpu_files_and_open_files_are_limited(empty_package):
     spin = await _run(
-        SandboxSpec(package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", "while True: pass"], env={}, cpu_seconds=1)
+        SandboxSpec(
+            package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", "while True: pass"], env={}, cpu_seconds=1
+        )
     )
     assert spin[0] != 0  # SIGXCPU after one second of CPU
     script = r"""
@@ -135,7 +140,7 @@ except OSError as exc:
     out["write"] = exc.strerror
 print(json.dumps(out))
 """
-    code, out, err = await _run(
+    _, out, _ = await _run(
         SandboxSpec(
             package_dir=empty_package,
             argv=["/usr/bin/python3", "-I", "-c", script],

@@ -18,7 +18,6 @@ from tools_app.backends.http import netguard
 from tools_app.backends.packaged.sandbox import SandboxSpec, egress_of, spawn
 from tools_app.backends.packaged.sandbox_egress import HostPolicy
 
-
 # Runs inside the sandbox with the system Python: tries each URL through the proxy variables,
 # then a direct connection, and prints what happened as JSON.
 PROBE = r"""
@@ -67,7 +66,9 @@ def test_policy_entries_parse_strictly():
             HostPolicy.parse((bad,))
 
 
-async def test_only_listed_hosts_reachable_and_guard_refuses_before_connect(loopback_sites, settings, names, empty_package):
+async def test_only_listed_hosts_reachable_and_guard_refuses_before_connect(
+    loopback_sites, settings, names, empty_package
+):
     allowed = loopback_sites(b"hello from the allowed host")
     other = loopback_sites(b"should never be read")
     settings.TOOLBAY_OUTBOUND_ALLOWED_HOSTS = [f"127.0.0.1:{allowed.port}"]
@@ -120,8 +121,10 @@ async def test_without_allowed_hosts_there_is_no_network(loopback_sites, setting
     site = loopback_sites(b"unreachable")
     settings.TOOLBAY_OUTBOUND_ALLOWED_HOSTS = [f"127.0.0.1:{site.port}"]
     url = f"http://127.0.0.1:{site.port}/page"
-    process = await spawn(SandboxSpec(package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", PROBE, url], env={}))
-    out, err = await process.communicate()
+    process = await spawn(
+        SandboxSpec(package_dir=empty_package, argv=["/usr/bin/python3", "-I", "-c", PROBE, url], env={})
+    )
+    out, _ = await process.communicate()
     seen = json.loads(out)
     assert seen[url][0] == "error" and "refused" in seen[url][1].lower()  # no proxy, nothing listens
     assert site.hits == []

@@ -54,7 +54,6 @@ import tempfile
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
@@ -130,7 +129,9 @@ def _outside_ids() -> tuple[int, int] | None:
 
 def _bwrap_path() -> str | None:
     configured = settings.TOOLBAY_SANDBOX_BWRAP
-    return shutil.which(configured) if "/" not in configured else (configured if os.access(configured, os.X_OK) else None)
+    return (
+        shutil.which(configured) if "/" not in configured else (configured if os.access(configured, os.X_OK) else None)
+    )
 
 
 def _system_args() -> list[str]:
@@ -171,7 +172,9 @@ def sandbox_status() -> SandboxStatus:
     after changing the settings). It runs ``true`` in a sandbox to find out."""
     bwrap = _bwrap_path()
     if bwrap is None:
-        return SandboxStatus(False, "none", f"bubblewrap not found (TOOLBAY_SANDBOX_BWRAP={settings.TOOLBAY_SANDBOX_BWRAP!r})")
+        return SandboxStatus(
+            False, "none", f"bubblewrap not found (TOOLBAY_SANDBOX_BWRAP={settings.TOOLBAY_SANDBOX_BWRAP!r})"
+        )
     if not os.access(PRLIMIT, os.X_OK):
         return SandboxStatus(False, "none", f"{PRLIMIT} (util-linux) not found: limits cannot be set")
     ids = _outside_ids()
@@ -225,7 +228,7 @@ def _validate(spec: SandboxSpec) -> HostPolicy:
     for key, value in spec.env.items():
         if not key or "=" in key or "\0" in key or "\0" in value:
             raise ValueError(f"environment variable {key!r}: names may not be empty or hold '=' or NUL")
-    for name, value in (
+    for name, limit in (
         ("memory_bytes", spec.memory_bytes),
         ("cpu_seconds", spec.cpu_seconds),
         ("max_processes", spec.max_processes),
@@ -233,8 +236,8 @@ def _validate(spec: SandboxSpec) -> HostPolicy:
         ("max_file_bytes", spec.max_file_bytes),
         ("max_line_bytes", spec.max_line_bytes),
     ):
-        if value < 1:
-            raise ValueError(f"{name} must be positive, got {value}")
+        if limit < 1:
+            raise ValueError(f"{name} must be positive, got {limit}")
     return HostPolicy.parse(spec.allow_hosts)
 
 
@@ -299,7 +302,14 @@ def _bwrap_args(spec: SandboxSpec, runtime: Path, *, proxy: bool) -> tuple[list[
         args += ["--dir", RUNTIME_INSIDE]
         args += ["--ro-bind", str(runtime / "egress.sock"), f"{RUNTIME_INSIDE}/egress.sock"]
         args += ["--ro-bind", str(SHIM), f"{RUNTIME_INSIDE}/shim.py"]
-        command += [_python_inside(), "-I", f"{RUNTIME_INSIDE}/shim.py", str(PROXY_PORT), f"{RUNTIME_INSIDE}/egress.sock", "--"]
+        command += [
+            _python_inside(),
+            "-I",
+            f"{RUNTIME_INSIDE}/shim.py",
+            str(PROXY_PORT),
+            f"{RUNTIME_INSIDE}/egress.sock",
+            "--",
+        ]
     args += ["--chdir", INSIDE_HOME, "--clearenv"]
     for key, value in _environment(spec, proxy=proxy).items():
         args += ["--setenv", key, value]
@@ -335,13 +345,6 @@ async def spawn(spec: SandboxSpec, *, trusted: bool = False) -> asyncio.subproce
     policy = _validate(spec)
     status = sandbox_status()
     ids = _outside_ids()
-    owner: dict[str, Any] = {"user": ids[0], "group": ids[1], "extra_groups": []} if ids else {}
-    pipes: dict[str, Any] = {
-        "stdin": asyncio.subprocess.PIPE,
-        "stdout": asyncio.subprocess.PIPE,
-        "stderr": asyncio.subprocess.PIPE,
-        "limit": spec.max_line_bytes,
-    }
     if not status.available:
         if not (trusted or settings.TOOLBAY_SANDBOX_OPTOUT):
             raise SandboxUnavailable(
@@ -354,7 +357,7 @@ async def spawn(spec: SandboxSpec, *, trusted: bool = False) -> asyncio.subproce
             os.chown(home, ids[0], ids[1])
         env = _environment(spec, proxy=False) | {"HOME": str(spec.home_dir or home), "TMPDIR": str(home)}
         command = [*_limits(spec), *spec.argv] if os.access(PRLIMIT, os.X_OK) else list(spec.argv)
-        process = await asyncio.create_subprocess_exec(*command, env=env, cwd=home, **pipes, **owner)
+        process = await _exec(command, spec, ids, env=env, cwd=home)
         _watch(process, None, home)
         return process
 
@@ -373,8 +376,8 @@ async def spawn(spec: SandboxSpec, *, trusted: bool = False) -> asyncio.subproce
             (runtime / "egress.sock").chmod(0o600)
         options, command = _bwrap_args(spec, runtime, proxy=proxy is not None)
         fd = _args_fd(options)
-        process = await asyncio.create_subprocess_exec(
-            bwrap, "--args", str(fd), "--", *command, env={"PATH": "/usr/bin:/bin"}, pass_fds=(fd,), **pipes, **owner
+        process = await _exec(
+            [bwrap, "--args", str(fd), "--", *command], spec, ids, env={"PATH": "/usr/bin:/bin"}, fd=fd
         )
     except BaseException:
         if proxy is not None:
@@ -388,6 +391,30 @@ async def spawn(spec: SandboxSpec, *, trusted: bool = False) -> asyncio.subproce
         _egress[process] = proxy
     _watch(process, proxy, runtime)
     return process
+
+
+async def _exec(
+    argv: list[str],
+    spec: SandboxSpec,
+    ids: tuple[int, int] | None,
+    *,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    fd: int | None = None,
+) -> asyncio.subprocess.Process:
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        limit=spec.max_line_bytes,
+        env=env,
+        cwd=cwd,
+        pass_fds=(fd,) if fd is not None else (),
+        user=ids[0] if ids else None,
+        group=ids[1] if ids else None,
+        extra_groups=[] if ids else None,
+    )
 
 
 def _watch(process: asyncio.subprocess.Process, proxy: EgressProxy | None, runtime: Path) -> None:

@@ -125,7 +125,7 @@ class EgressProxy:
                 with contextlib.suppress(ConnectionError, OSError):
                     writer.write(head.encode("latin-1", "replace") + body)
                     await writer.drain()
-            except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+            except (TimeoutError, ConnectionError, OSError, asyncio.IncompleteReadError):
                 pass
             finally:
                 writer.close()
@@ -175,7 +175,7 @@ class EgressProxy:
         for address in addresses:
             try:
                 opened = await asyncio.wait_for(asyncio.open_connection(address, port), CONNECT_TIMEOUT_SECONDS)
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 last = exc if isinstance(exc, OSError) else OSError(f"timed out connecting to {address}")
                 continue
             self.connections += 1
