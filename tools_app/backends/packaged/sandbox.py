@@ -7,6 +7,14 @@ drains stdout and stderr, closes stdin to stop it gracefully, and ``kill()`` end
 inside at once (the sandbox has its own PID namespace and ``--die-with-parent``). When the
 process ends, its proxy and its runtime directory are removed.
 
+For the runner: log ``sandbox_status()`` at start-up (it probes once per process; when it is
+not ``available``, ``spawn`` refuses untrusted packages unless ``TOOLBAY_SANDBOX_OPTOUT``).
+``package_dir``, ``ro_paths`` and their parents must be readable (and traversable) by the
+sandbox's uid: ``TOOLBAY_SANDBOX_UID`` (65534) when the runner is root, so keep the install
+cache world-readable (``a+rX``) and outside ``/root``; a ``home_dir`` must be writable by
+that uid (``chown`` it when root). ``egress_of(process)`` gives the proxy's ``refusals``
+(for the admin's "last error").
+
 What the server sees (everything else on the machine does not exist for it):
 
 - ``/usr`` (and the ``/bin``, ``/lib*`` links) read-only; of ``/etc`` only CA certificates,
