@@ -161,3 +161,55 @@ async def test_mcp_server_fetch_reaches_only_the_allowed_host(
     assert "169.254.169.254:80: destination 169.254.169.254 is a cloud metadata address" in refusals
     assert "intranet.test:80: host 'intranet.test' resolves to 10.1.2.3, a private address" in refusals
     assert other.hits == [] and allowed.hits == ["/page"]
+
+
+RAW = r"""
+import json, socket, sys
+out = []
+for request in json.loads(sys.argv[1]):
+    with socket.create_connection(("127.0.0.1", 3128), timeout=10) as s:
+        s.sendall(request.encode("latin-1"))
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+        out.append(answer.decode("latin-1").split("\r\n", 1)[0])
+print(json.dumps(out))
+"""
+
+
+async def test_the_proxy_answers_hostile_requests_without_connecting(loopback_sites, settings, empty_package):
+    site = loopback_sites(b"never")
+    settings.TOOLBAY_OUTBOUND_ALLOWED_HOSTS = []
+    requests = [
+        "GET https://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n",  # https:// absolute form
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",  # origin form: not a proxy request
+        "CONNECT [::ffff:169.254.169.254]:80 HTTP/1.1\r\n\r\n",  # listed, embeds the metadata address
+        f"CONNECT 127.0.0.1:{site.port} HTTP/1.1\r\n\r\n",  # listed, loopback not opened by the operator
+        "GET http://user@127.0.0.1:1/ HTTP/1.1\r\n\r\n",  # userinfo tricks: the host is still 127.0.0.1:1
+        "CONNECT nonsense HTTP/1.1\r\n\r\n",  # nonsense:443, not listed
+        "GARBAGE\r\n\r\n",
+        "GET http://example.com/ HTTP/1.1\r\nX: " + "a" * 20000 + "\r\n\r\n",  # head over 16 KiB
+    ]
+    process = await spawn(
+        SandboxSpec(
+            package_dir=empty_package,
+            argv=["/usr/bin/python3", "-I", "-c", RAW, json.dumps(requests)],
+            env={},
+            allow_hosts=("[::ffff:169.254.169.254]:80", f"127.0.0.1:{site.port}"),
+        )
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out) == [
+        "HTTP/1.1 400 Bad Request",
+        "HTTP/1.1 400 Bad Request",
+        "HTTP/1.1 403 Forbidden",
+        "HTTP/1.1 403 Forbidden",
+        "HTTP/1.1 403 Forbidden",
+        "HTTP/1.1 403 Forbidden",
+        "HTTP/1.1 400 Bad Request",
+        "HTTP/1.1 400 Bad Request",
+    ]
+    refusals = "\n".join(egress_of(process).refusals)
+    assert "embeds 169.254.169.254, a cloud metadata address" in refusals
+    assert egress_of(process).connections == 0 and site.hits == []

@@ -40,6 +40,7 @@ HEAD_TIMEOUT_SECONDS = 10.0
 CONNECT_TIMEOUT_SECONDS = 10.0
 MAX_CONNECTIONS = 32  # per instance, at once
 DEFAULT_PORTS = (80, 443)
+PHRASES = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ class EgressProxy:
                 log.warning("sandbox egress refused: %s", refused.reason)
                 body = (refused.reason + "\n").encode()
                 head = (
-                    f"HTTP/1.1 {refused.status} {'Forbidden' if refused.status == 403 else 'Bad Gateway'}\r\n"
+                    f"HTTP/1.1 {refused.status} {PHRASES[refused.status]}\r\n"
                     f"X-Toolbay-Refused: {refused.reason[:200]}\r\nContent-Type: text/plain\r\n"
                     f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
                 )
