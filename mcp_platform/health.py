@@ -2,7 +2,9 @@
 
 ``/healthz`` (in urls.py) only says the process answers; ``/readyz`` also checks that the
 database and Redis do, so a load balancer stops sending traffic to a process that cannot
-serve it. Both answer without authentication and say nothing beyond ok/failed.
+serve it, and says which sandbox packaged servers get (``bubblewrap``, ``unavailable``:
+untrusted ones are refused, ``opted-out``: they run unsandboxed). Both answer without
+authentication and say nothing beyond ok/failed.
 
 ``/metrics`` asks for ``Authorization: Bearer <METRICS_TOKEN>``. Without a token it is open
 while ``DEBUG=1`` (a laptop) and answers 403 to everyone with ``DEBUG=0``: the numbers name
@@ -30,6 +32,7 @@ from audit.models import QuarantinedInvocation
 from mcp_platform.endpoint import streams_held
 from mcp_platform.metrics import AUDIT_BACKLOG, AUDIT_QUARANTINED, OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
+from tools_app.backends.packaged.sandbox import sandbox_readiness
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,12 @@ async def readyz(request: HttpRequest) -> JsonResponse:
         )
     )
     ready = all(state == "ok" for state in checks.values())
-    return JsonResponse({"status": "ok" if ready else "unavailable", "checks": checks}, status=200 if ready else 503)
+    # Said, not checked: a process without a sandbox serves everything but untrusted packages.
+    sandbox = await sync_to_async(sandbox_readiness)()  # probed once per process
+    return JsonResponse(
+        {"status": "ok" if ready else "unavailable", "checks": checks, "sandbox": sandbox},
+        status=200 if ready else 503,
+    )
 
 
 async def _queue_lengths() -> dict[str, int]:

@@ -309,6 +309,18 @@ TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS",
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)
 TOOLBAY_RESOURCE_CACHE_BYTES = env_int("TOOLBAY_RESOURCE_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 
+# --- Packaged MCP servers: the sandbox (tools_app/backends/packaged/sandbox.py) --------
+# The bubblewrap binary (a name on PATH or a path). Missing or not working (no unprivileged
+# user namespaces): no sandbox, and untrusted packages are refused unless opted out below.
+TOOLBAY_SANDBOX_BWRAP = env_str("TOOLBAY_SANDBOX_BWRAP", "bwrap")
+# Run untrusted packages without a sandbox where none is available (said at start-up and in
+# /readyz). Off by default: a package from a registry is code nobody here reviewed.
+TOOLBAY_SANDBOX_OPTOUT = env_bool("TOOLBAY_SANDBOX_OPTOUT", False)
+# When the runner runs as root, sandboxes run as this unprivileged uid/gid (as root the
+# sandboxed process would own every root-owned file and escape RLIMIT_NPROC).
+TOOLBAY_SANDBOX_UID = env_int("TOOLBAY_SANDBOX_UID", 65534, minimum=1)
+TOOLBAY_SANDBOX_GID = env_int("TOOLBAY_SANDBOX_GID", 65534, minimum=1)
+
 # --- Audit -------------------------------------------------------------------------
 # Record one Invocation row per tools/call (turned off only to measure what it costs).
 AUDIT_INVOCATIONS = env_bool("AUDIT_INVOCATIONS", True)

@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from audit.journal import JOURNAL_KEY, invocation_row, journal
 from mcp_platform import health
 from mcp_platform.metrics import CALLS, LATENCY_BUCKETS
+from tools_app.backends.packaged.sandbox import sandbox_readiness
 
 TOKEN = "scrape-token"
 SCRAPER = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
@@ -182,7 +183,11 @@ def test_resource_reads_and_prompts_are_no_tool_calls(client, acme, make_tool):
 def test_readyz_ok(client, db):
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "checks": {"database": "ok", "redis": "ok"}}
+    assert response.json() == {
+        "status": "ok",
+        "checks": {"database": "ok", "redis": "ok"},
+        "sandbox": sandbox_readiness(),  # bubblewrap here; see tests/sandbox for the others
+    }
     assert client.get("/healthz").status_code == 200
 
 
@@ -190,7 +195,8 @@ def test_readyz_names_what_failed(client, db, monkeypatch):
     with override_settings(REDIS_URL="redis://127.0.0.1:1/0"):  # nothing listens on port 1
         response = client.get("/readyz")
     assert response.status_code == 503
-    assert response.json() == {"status": "unavailable", "checks": {"database": "ok", "redis": "failed"}}
+    assert response.json()["status"] == "unavailable"
+    assert response.json()["checks"] == {"database": "ok", "redis": "failed"}
 
     def broken() -> None:
         raise OSError("connection refused")
