@@ -350,6 +350,8 @@ def caller_of(principal: Principal) -> Caller:
         label=principal.label,
         key_id=principal.key_id,
         oauth_subject=principal.oauth_subject,
+        subject=principal.subject,
+        grant_id=principal.grant_id,
     )
 
 
