@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import httpx2
+from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from django.conf import settings
@@ -148,7 +149,7 @@ async def authorization_url(
 async def _token_call(call: Any) -> dict[str, Any]:
     try:
         token = await call
-    except OAuth2Error as exc:
+    except (OAuth2Error, OAuthError) as exc:
         raise ProviderError(f"the provider refused ({exc.error})", error=str(exc.error or "")) from None
     except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError) as exc:
         raise ProviderError(f"the provider did not answer ({type(exc).__name__})") from None
@@ -180,7 +181,7 @@ async def revoke(provider: ConnectionProvider, client_secret: str, *, token: str
     async with _client(provider, client_secret) as client:
         try:
             response = await client.revoke_token(where.revocation, token=token, token_type_hint=hint)
-        except (OAuth2Error, httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError):
+        except (OAuth2Error, OAuthError, httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError):
             return False
     return bool(response.status_code == 200)
 

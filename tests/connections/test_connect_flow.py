@@ -34,9 +34,11 @@ MODES = ["legacy", "auto"]  # auto discovers 2026-07-28
 @contextlib.asynccontextmanager
 async def _client(world: ConnWorld, person: str, mode: str, **options: Any) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {world.keys[person]}"}
-    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-        async with Client(streamable_http_client(world.endpoint, http_client=http), mode=mode, **options) as client:
-            yield client
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(world.endpoint, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client
 
 
 def _following(browser: Browser, asked: list[Any], *, answer: str = "accept") -> Any:
@@ -178,7 +180,8 @@ def test_a_stolen_connect_link_connects_no_one(conn_world: ConnWorld, orm: None)
 
     asyncio.run(scenario())
     assert Connection.objects.filter(tenant__slug=TENANT).count() == 0
-    assert ConnectAttempt.objects.filter(pk=asked[0].elicitation_id, used_at__isnull=False).exists()
+    # Started by alice (so no one can start it again), never completed.
+    assert ConnectAttempt.objects.filter(pk=asked[0].elicitation_id, started_at__isnull=False, used_at=None).exists()
 
 
 def _connect(world: ConnWorld, person: str) -> Connection:
