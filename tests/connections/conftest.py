@@ -28,7 +28,7 @@ from joserfc.jwk import RSAKey
 
 from tenants.models import Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
-from tests.mcp.live import LiveServer, free_port, start_server
+from tests.mcp.live import LiveServer, free_port, start_server, stop_together
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create
@@ -58,12 +58,16 @@ class Idp:
 class ConnWorld:
     idp: Idp
     server: LiveServer
+    other_server: LiveServer
     keys: dict[str, str] = field(default_factory=dict)
     log_paths: list[Path] = field(default_factory=list)
 
     @property
     def endpoint(self) -> str:
         return self.server.endpoint(TENANT)
+
+    def endpoints(self) -> list[str]:
+        return [self.server.endpoint(TENANT), self.other_server.endpoint(TENANT)]
 
     def texts(self) -> str:
         """Everything the processes logged (the secrets scan reads it)."""
@@ -189,11 +193,13 @@ def conn_world(
         "DATABASE_CONN_MAX_AGE": "0",
     }
     server = start_server(workdir, "conn-server", env, port=toolbay_port)
-    world = ConnWorld(idp, server, keys, [idp_log, server.log_path])
+    # A second process behind the same public URL, as behind a proxy: refreshes meet across them.
+    other = start_server(workdir, "conn-server-2", env)
+    world = ConnWorld(idp, server, other, keys, [idp_log, server.log_path, other.log_path])
     try:
         yield world
     finally:
-        server.stop()
+        stop_together([server.process, other.process], grace=10)
         idp.process.terminate()
         idp.process.wait(10)
         with django_db_blocker.unblock():

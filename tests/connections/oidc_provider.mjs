@@ -26,6 +26,9 @@ const provider = new Provider(config.issuer, {
     introspection: { enabled: true },
   },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // Every refresh rotates the refresh token; using a spent one again ends the grant (the
+  // provider's reuse detection), so two refreshes at once would cost the user the connection.
+  rotateRefreshToken: true,
   async findAccount(ctx, id) {
     const data = config.accounts[id];
     if (!data) return undefined;

@@ -32,11 +32,13 @@ MODES = ["legacy", "auto"]  # auto discovers 2026-07-28
 
 
 @contextlib.asynccontextmanager
-async def _client(world: ConnWorld, person: str, mode: str, **options: Any) -> AsyncIterator[Client]:
+async def _client(
+    world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any
+) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {world.keys[person]}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        Client(streamable_http_client(world.endpoint, http_client=http), mode=mode, **options) as client,
+        Client(streamable_http_client(endpoint or world.endpoint, http_client=http), mode=mode, **options) as client,
     ):
         yield client
 
@@ -53,8 +55,8 @@ def _following(browser: Browser, asked: list[Any], *, answer: str = "accept") ->
     return elicit
 
 
-async def _whoami(world: ConnWorld, person: str, mode: str, **options: Any) -> CallToolResult:
-    async with _client(world, person, mode, **options) as client:
+async def _whoami(world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any) -> CallToolResult:
+    async with _client(world, person, mode, endpoint, **options) as client:
         return await client.call_tool("whoami", {})
 
 
@@ -220,6 +222,33 @@ def test_an_expired_token_is_refreshed_without_asking(conn_world: ConnWorld, orm
     connection.refresh_from_db()
     assert connection.refreshed_at is not None and connection.expires_at > timezone.now()
     assert unseal(connection.access_token_sealed) != old_access
+
+
+def test_concurrent_calls_on_two_servers_refresh_once(conn_world: ConnWorld, orm: None) -> None:
+    """The provider rotates refresh tokens and ends the grant when a spent one is used again:
+    if two processes refreshed at once, the user would lose the connection and be asked."""
+    _forget_connections()
+    connection = _connect(conn_world, "alice")
+    Connection.objects.filter(pk=connection.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    asked: list[Any] = []
+
+    async def scenario() -> list[CallToolResult]:
+        async with contextlib.AsyncExitStack() as stack:
+            clients = [
+                await stack.enter_async_context(
+                    _client(conn_world, "alice", "legacy", endpoint, elicitation_callback=_following(None, asked))  # type: ignore[arg-type]
+                )
+                for endpoint in conn_world.endpoints() * 3
+            ]
+            # Every session is open first, so that the six calls arrive together.
+            return await asyncio.gather(*(client.call_tool("whoami", {}) for client in clients))
+
+    results = asyncio.run(scenario())
+    assert [_sub(result) for result in results] == ["alice"] * 6
+    assert asked == []
+    connection.refresh_from_db()
+    assert connection.refreshed_at is not None
+    assert not AuditEvent.objects.filter(object_type="oauth.Connection", changes__event__1__startswith="refresh").exists()
 
 
 def test_a_grant_revoked_at_the_provider_asks_again(conn_world: ConnWorld, orm: None) -> None:
