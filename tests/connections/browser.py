@@ -13,15 +13,25 @@ FORM = re.compile(r"<form[^>]*?(?:action=\"([^\"]*)\")?[^>]*>(.*?)</form>", re.S
 HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)"')
 
 
+# Toolbay's session cookie of each person, kept between tests: the live server hashes passwords
+# as production does (PBKDF2, most of a second per sign-in).
+SIGNED_IN: dict[str, str] = {}
+
+
 class Browser:
     def __init__(self, toolbay_user: str, toolbay_password: str, provider_user: str | None = None) -> None:
         self.user = toolbay_user
         self.password = toolbay_password
         self.provider_user = provider_user or toolbay_user
         self.client = httpx.AsyncClient(timeout=15, follow_redirects=False)
+        if toolbay_user in SIGNED_IN:
+            self.client.cookies.set("sessionid", SIGNED_IN[toolbay_user], domain="127.0.0.1")
         self.pages: list[httpx.Response] = []
 
     async def aclose(self) -> None:
+        for cookie in self.client.cookies.jar:
+            if cookie.name == "sessionid" and cookie.value:
+                SIGNED_IN[self.user] = cookie.value
         await self.client.aclose()
 
     async def go(self, url: str, *, stop_at: str | None = None, max_steps: int = 20) -> httpx.Response | str:

@@ -12,14 +12,19 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import json
+
 import httpx
 import httpx2
 import pytest
+import redis
+from django.conf import settings
 from django.utils import timezone
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult
 
+from audit.journal import JOURNAL_KEY
 from audit.models import AuditEvent
 from oauth.models import ConnectAttempt, Connection
 from oauth.sealing import unseal
@@ -29,6 +34,9 @@ from tests.connections.conftest import CLIENT_ID, CLIENT_SECRET, PASSWORDS, PROV
 pytestmark = pytest.mark.live
 
 MODES = ["legacy", "auto"]  # auto discovers 2026-07-28
+# Every token the tests saw and every tool answer a client got, for the secrets scan at the end.
+SEEN_SECRETS: set[str] = {CLIENT_SECRET}
+ANSWERS: list[str] = []
 
 
 @contextlib.asynccontextmanager
@@ -57,18 +65,25 @@ def _following(browser: Browser, asked: list[Any], *, answer: str = "accept") ->
 
 async def _whoami(world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any) -> CallToolResult:
     async with _client(world, person, mode, endpoint, **options) as client:
-        return await client.call_tool("whoami", {})
+        result = await client.call_tool("whoami", {})
+    ANSWERS.append(result.model_dump_json())
+    return result
 
 
 def _sub(result: CallToolResult) -> str:
     assert result.is_error is False, result.content
-    import json
-
     return str(json.loads(result.content[0].text)["sub"])
 
 
 def _connection(person: str) -> Connection | None:
-    return Connection.objects.select_related("provider").filter(user__username=person, tenant__slug=TENANT).first()
+    connection = (
+        Connection.objects.select_related("provider").filter(user__username=person, tenant__slug=TENANT).first()
+    )
+    if connection is not None:
+        SEEN_SECRETS.add(unseal(connection.access_token_sealed))
+        if connection.refresh_token_sealed:
+            SEEN_SECRETS.add(unseal(connection.refresh_token_sealed))
+    return connection
 
 
 def _forget_connections() -> None:
@@ -138,7 +153,8 @@ def test_a_form_only_client_gets_error_32042_with_the_url(conn_world: ConnWorld,
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}},
         )
     body = answer.text
-    payload = __import__("json").loads(body[body.index("{") : body.rindex("}") + 1])
+    ANSWERS.append(body)
+    payload = json.loads(body[body.index("{") : body.rindex("}") + 1])
     assert payload["error"]["code"] == -32042
     (elicitation,) = payload["error"]["data"]["elicitations"]
     assert elicitation["mode"] == "url" and elicitation["elicitationId"]
@@ -248,7 +264,9 @@ def test_concurrent_calls_on_two_servers_refresh_once(conn_world: ConnWorld, orm
     assert asked == []
     connection.refresh_from_db()
     assert connection.refreshed_at is not None
-    assert not AuditEvent.objects.filter(object_type="oauth.Connection", changes__event__1__startswith="refresh").exists()
+    assert not AuditEvent.objects.filter(
+        object_type="oauth.Connection", changes__event__1__startswith="refresh"
+    ).exists()
 
 
 def test_a_grant_revoked_at_the_provider_asks_again(conn_world: ConnWorld, orm: None) -> None:
@@ -296,3 +314,40 @@ def test_disconnect_on_the_self_service_page_revokes_at_the_provider(conn_world:
     assert _introspect(conn_world, access)["active"] is False
     assert _introspect(conn_world, refresh)["active"] is False
     assert AuditEvent.objects.filter(object_type="oauth.Connection", changes__event=["", "disconnected"]).exists()
+
+
+def test_no_secret_in_logs_audit_rows_answers_or_pages(conn_world: ConnWorld, orm: None) -> None:
+    """Runs last: every token the module's flows produced, and the client secret, appear in
+    no server or provider log, no audit row, no journaled invocation, no tool answer, no page."""
+    for person in ("alice", "bob"):
+        _connection(person)  # the tokens of the connections that remain
+    _connect(conn_world, "alice") if _connection("alice") is None else None
+    assert len(SEEN_SECRETS) > 5
+    browser = Browser("alice", PASSWORDS["alice"])
+
+    async def page() -> str:
+        try:
+            response = await browser.client.get(f"{conn_world.server.url}/connect/")
+            login = await browser.go(f"{conn_world.server.url}/oauth/login/?next=/oauth/authorizations/")
+            assert isinstance(login, httpx.Response)
+            listing = await browser.client.get(f"{conn_world.server.url}/connect/")
+            return response.text + listing.text
+        finally:
+            await browser.aclose()
+
+    texts = {
+        "logs": conn_world.texts(),
+        "audit": json.dumps(list(AuditEvent.objects.filter(tenant__slug=TENANT).values()), default=str),
+        "journal": json.dumps(
+            [
+                {key.decode(): value.decode(errors="replace") for key, value in fields.items()}
+                for _, fields in redis.Redis.from_url(settings.REDIS_URL).xrange(JOURNAL_KEY)
+            ]
+        ),
+        "answers": "\n".join(ANSWERS),
+        "page": asyncio.run(page()),
+    }
+    assert "Test IdP" in texts["page"] and "alice" in texts["audit"]
+    for where, text in texts.items():
+        leaked = [secret[:6] + "…" for secret in SEEN_SECRETS if secret in text]
+        assert leaked == [], f"secrets in {where}: {leaked}"
