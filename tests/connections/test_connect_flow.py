@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
-
-import json
 
 import httpx
 import httpx2
