@@ -12,4 +12,5 @@ urlpatterns = [
     path("", views.my_connections, name="mine"),
     path("<slug:slug>/<slug:provider>/start/<str:attempt_id>", views.connect_start, name="start"),
     path("<slug:slug>/<slug:provider>/callback", views.connect_callback, name="callback"),
+    path("<slug:slug>/jwks", views.jwks, name="jwks"),
 ]

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
@@ -22,6 +22,8 @@ from django.views.decorators.http import require_http_methods
 from oauth.connections import client, services
 from oauth.connections.selectors import connections_of_user, provider_secret
 from oauth.models import ConnectAttempt
+from oauth.signing import public_jwks
+from tenants.models import Tenant
 
 LOGIN_URL = "/oauth/login/"
 
@@ -122,3 +124,13 @@ def my_connections(request: HttpRequest) -> HttpResponse:
             services.connection_disconnect(connection=connection)
         return redirect("connections:mine")
     return render(request, "oauth/connections.html", {"connections": connections_of_user(request.user)})
+
+
+def jwks(request: HttpRequest, slug: str) -> JsonResponse:
+    """The public keys that verify the tenant's signed caller assertions (and its tokens)."""
+    tenant = Tenant.objects.filter(slug=slug).first()
+    if tenant is None:
+        raise Http404("No such tenant")
+    response = JsonResponse(public_jwks(tenant.pk))
+    response["Cache-Control"] = "public, max-age=300"
+    return response

@@ -65,7 +65,27 @@ class ConnectionBroker(Protocol):
     def provider_exists(self, tenant_id: int | None, provider: str) -> bool: ...
 
 
+class CallerAsserter(Protocol):
+    async def assertion(self, caller: Caller, *, tool: str, call_id: str, audience: str) -> str:
+        """A short-lived JWT saying who calls (tenant, subject, tool, call id) for ``audience``,
+        signed with the tenant's key (published at ``/connect/<tenant>/jwks``)."""
+
+
 _broker: ConnectionBroker | None = None
+_asserter: CallerAsserter | None = None
+
+
+def use_asserter(asserter: CallerAsserter | None) -> None:
+    global _asserter
+    _asserter = asserter
+
+
+async def caller_assertion(ctx: CallContext, audience: str) -> str:
+    if _asserter is None:
+        raise BackendError("signed caller assertions are not available (the oauth app is not installed)")
+    return await _asserter.assertion(
+        caller_of(ctx), tool=ctx.tool_name, call_id=str(getattr(ctx, "call_id", "")), audience=audience
+    )
 
 
 def use_broker(broker: ConnectionBroker | None) -> None:

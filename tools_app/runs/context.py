@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,8 @@ class ToolContext:
         # How the call ended, for the invocation log (set by tools_app.runs.execution.execute).
         self.outcome = Outcome.COMPLETED
         self.error_message = ""
+        # Names this call to the APIs it reaches (the jti of a signed caller assertion).
+        self.call_id = uuid.uuid4().hex
 
     @property
     def cancelled(self) -> bool:

@@ -13,7 +13,10 @@
                                                        #     "scopes": ["repo"]}: the caller's own token
       "timeout_seconds": 10,                           # optional; else the tool's timeout
       "follow_redirects": true,
-      "response": {"pointer": "/data"}                 # optional JSON pointer into a JSON response
+      "response": {"pointer": "/data"},                # optional JSON pointer into a JSON response
+      "caller_assertion": {"header": "Toolbay-Caller-Assertion", "audience": "https://api.example.com"}
+                                                       # optional: a signed JWT of who calls (both keys
+                                                       # optional; audience defaults to the URL's origin)
     }
 
 ``{name}`` placeholders take the argument of that name, percent-escaped for the part of
@@ -61,7 +64,19 @@ from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolS
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 BODY_METHODS = ("POST", "PUT", "PATCH")
-CONFIG_KEYS = {"method", "url", "query", "headers", "body", "auth", "timeout_seconds", "follow_redirects", "response"}
+CONFIG_KEYS = {
+    "method",
+    "url",
+    "query",
+    "headers",
+    "body",
+    "auth",
+    "timeout_seconds",
+    "follow_redirects",
+    "response",
+    "caller_assertion",
+}
+ASSERTION_HEADER = "Toolbay-Caller-Assertion"
 AUTH_TYPES = ("bearer", "basic", "header", "connection")
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -116,6 +131,15 @@ def validate_config(config: dict[str, Any]) -> None:
     if body not in ("auto", "none") and method not in BODY_METHODS:
         raise BackendConfigError(f'"body": a {method} request has no body; use POST, PUT or PATCH')
     _validate_auth(config.get("auth"))
+    assertion = config.get("caller_assertion")
+    if assertion is not None:
+        if not isinstance(assertion, dict) or set(assertion) - {"header", "audience"}:
+            raise BackendConfigError('"caller_assertion" must be an object with optional "header" and "audience"')
+        header = assertion.get("header", ASSERTION_HEADER)
+        if not isinstance(header, str) or not HEADER_NAME.match(header) or header.lower() in RESERVED_HEADERS:
+            raise BackendConfigError('"caller_assertion": "header" must be a header name a tool may set')
+        if not isinstance(assertion.get("audience", ""), str):
+            raise BackendConfigError('"caller_assertion": "audience" must be a string')
     timeout = config.get("timeout_seconds")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600
@@ -334,6 +358,14 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext 
         else:
             header, value = auth["header"], f"{auth.get('prefix', '')}{secret}"
         headers[header] = value
+        secret_headers.add(header.lower())
+
+    assertion = config.get("caller_assertion")
+    if assertion is not None:
+        if ctx is None:
+            raise BackendError("a caller assertion needs a tool call (a caller to vouch for)")
+        header = assertion.get("header", ASSERTION_HEADER)
+        headers[header] = await connections.caller_assertion(ctx, assertion.get("audience") or base)
         secret_headers.add(header.lower())
 
     url = httpx.URL(base + (path or "/") + (f"?{query}" if query else ""))
