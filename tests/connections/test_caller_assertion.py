@@ -35,7 +35,7 @@ class _Api(BaseHTTPRequestHandler):
     issuer = ""
     audience = ""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         token = self.headers.get("Toolbay-Caller-Assertion", "")
         try:
             keys = KeySet.import_key_set(httpx.get(self.jwks_url, timeout=5).json())
