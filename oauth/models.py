@@ -297,7 +297,7 @@ class ConnectionProvider(models.Model):
         ]
 
     def __str__(self) -> str:
-        owner = self.tenant.slug if self.tenant_id else "platform"
+        owner = self.tenant.slug if self.tenant is not None else "platform"
         return f"{self.display_name or self.name} ({owner})"
 
 

@@ -36,9 +36,10 @@ PROVIDER_FIELDS = (
 )
 
 
-def redirect_uri(base: str, provider: ConnectionProvider, tenant_slug: str | None = None) -> str:
-    """``<base>/connect/<tenant>/<provider>/callback``: what to register at the provider."""
-    slug = tenant_slug or (provider.tenant.slug if provider.tenant_id else PLATFORM_SEGMENT)
+def redirect_uri(base: str, provider: ConnectionProvider) -> str:
+    """``<base>/connect/<tenant>/<provider>/callback`` (``_platform`` for a platform
+    provider): what to register at the provider."""
+    slug = provider.tenant.slug if provider.tenant is not None else PLATFORM_SEGMENT
     return f"{base.rstrip('/')}/connect/{slug}/{provider.name}/callback"
 
 

@@ -36,6 +36,7 @@ UNUSABLE = "This connect link is unknown, already used, expired, or was made for
 
 
 def _attempt(request: HttpRequest, slug: str, provider: str, attempt_id: str) -> ConnectAttempt | None:
+    assert request.user.pk is not None  # signed in
     rows = ConnectAttempt.objects.select_related("provider", "tenant").filter(
         pk=attempt_id,
         provider__name=provider,
@@ -71,7 +72,7 @@ def connect_start(request: HttpRequest, slug: str, provider: str, attempt_id: st
     try:
         url = async_to_sync(client.authorization_url)(
             attempt.provider,
-            redirect_uri=services.redirect_uri(services.public_base(), attempt.provider, slug),
+            redirect_uri=services.redirect_uri(services.public_base(), attempt.provider),
             state=attempt.state,
             code_verifier=verifier,
             scopes=list(attempt.scopes),
@@ -85,6 +86,7 @@ def connect_start(request: HttpRequest, slug: str, provider: str, attempt_id: st
 @login_required(login_url=LOGIN_URL)
 def connect_callback(request: HttpRequest, slug: str, provider: str) -> HttpResponse:
     """Where the provider sends the browser back: spend the attempt, redeem the code."""
+    assert request.user.pk is not None  # login_required
     finished = services.attempt_finish(
         state=request.GET.get("state", ""), user_id=request.user.pk, session_key=request.session.session_key or ""
     )
@@ -103,7 +105,7 @@ def connect_callback(request: HttpRequest, slug: str, provider: str) -> HttpResp
             attempt.provider,
             secret,
             code=request.GET["code"],
-            redirect_uri=services.redirect_uri(services.public_base(), attempt.provider, slug),
+            redirect_uri=services.redirect_uri(services.public_base(), attempt.provider),
             code_verifier=verifier,
         )
     except client.ProviderError as exc:
