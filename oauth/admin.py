@@ -157,6 +157,7 @@ class ConnectionProviderForm(ModelForm[ConnectionProvider]):
 @admin.register(ConnectionProvider)
 class ConnectionProviderAdmin(TenantScopedAdmin):
     form = ConnectionProviderForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = ("name", "display_name", "tenant", "issuer", "client_id", "connection_count")
     list_select_related = ("tenant",)
     search_fields = ("name", "display_name", "issuer", "tenant__slug")
