@@ -8,6 +8,7 @@ from django.db.models import Q, QuerySet
 
 from oauth.models import Connection, ConnectionProvider
 from oauth.sealing import unseal
+from tenants.scope import TenantScope
 
 
 def providers_of(tenant_id: int | None) -> QuerySet[ConnectionProvider]:
@@ -39,3 +40,13 @@ def connections_of_user(user: Any) -> QuerySet[Connection]:
 def connections_in(tenant_ids: list[int] | None) -> QuerySet[Connection]:
     rows = Connection.objects.select_related("provider", "tenant", "user")
     return rows if tenant_ids is None else rows.filter(tenant_id__in=tenant_ids)
+
+
+def providers_in(scope: TenantScope, *, tenant_slug: str | None = None) -> QuerySet[ConnectionProvider]:
+    rows = ConnectionProvider.objects.filter(scope.within("tenant")).select_related("tenant")
+    return rows if tenant_slug is None else rows.filter(tenant__slug=tenant_slug)
+
+
+def connections_in_scope(scope: TenantScope, *, tenant_slug: str | None = None) -> QuerySet[Connection]:
+    rows = Connection.objects.filter(scope.within("tenant")).select_related("tenant", "provider", "user")
+    return rows if tenant_slug is None else rows.filter(tenant__slug=tenant_slug)
