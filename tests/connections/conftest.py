@@ -1,5 +1,5 @@
 """Per-user connections against a real, independent OpenID provider (panva's oidc-provider on
-loopback, one per test module) and a real Toolbay server process.
+loopback, one for the package's modules) and two real Toolbay server processes.
 
 Personas: tenant ``conn-a``; its members alice and bob sign in to Toolbay with a password and
 at the provider as themselves; each has an API key of their own (the MCP principal). The
@@ -128,7 +128,7 @@ def _people() -> dict[str, Any]:
     return users
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def conn_world(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ConnWorld]:

@@ -102,6 +102,9 @@ def test_each_user_is_asked_once_and_gets_their_own_account(conn_world: ConnWorl
                 assert asked[0].url.startswith(f"{conn_world.server.url}/connect/{TENANT}/{PROVIDER}/start/")
                 assert "is connected" in browser.pages[-1].text
                 assert _sub(first) == person
+                # The provider's callback, replayed (same browser, same session): spent.
+                replay = await browser.client.get(str(browser.pages[-1].url))
+                assert replay.status_code == 400
                 # Connected now: the next call asks nothing.
                 again = await _whoami(conn_world, person, mode, elicitation_callback=_following(browser, asked))
                 assert _sub(again) == person and len(asked) == 1
