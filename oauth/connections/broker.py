@@ -24,7 +24,7 @@ from oauth.models import Connection, ConnectionProvider, Grant
 from oauth.sealing import unseal
 from tenants.models import ApiKey
 from tools_app.backends.base import BackendError
-from tools_app.backends.connections import Caller, ConnectionRequired
+from tools_app.backends.connections import Caller, ConnectionRequired, Token
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def _load(provider: ConnectionProvider, subject: str) -> Connection | None:
 
 
 class Broker:
-    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> str:
+    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
         found = await sync_to_async(provider_named)(caller.tenant_id, provider)
         if found is None:
             raise BackendError(f"there is no connection provider named {provider!r}")
@@ -90,7 +90,8 @@ class Broker:
             if connection is None:
                 raise await sync_to_async(_needed)(caller, found, scopes)
         await Connection.objects.filter(pk=connection.pk).aupdate(last_used_at=timezone.now())
-        return unseal(connection.access_token_sealed, name=f"connection to {provider}")
+        value = unseal(connection.access_token_sealed, name=f"connection to {provider}")
+        return Token(value, f"{found.name}#{connection.pk} {connection.account}".strip())
 
     async def token_rejected(self, caller: Caller, provider: str) -> None:
         """The API refused the token: refresh it, or forget the connection when that fails."""

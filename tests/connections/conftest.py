@@ -28,7 +28,7 @@ from joserfc.jwk import RSAKey
 
 from tenants.models import Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
-from tests.mcp.live import LiveServer, free_port, start_server, stop_together
+from tests.mcp.live import LiveServer, free_port, journal_drained, start_audit_writer, start_server, stop_together
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create
@@ -195,11 +195,16 @@ def conn_world(
     server = start_server(workdir, "conn-server", env, port=toolbay_port)
     # A second process behind the same public URL, as behind a proxy: refreshes meet across them.
     other = start_server(workdir, "conn-server-2", env)
-    world = ConnWorld(idp, server, other, keys, [idp_log, server.log_path, other.log_path])
+    # Invocation rows reach the database (writers share the journal as a consumer group).
+    writer = start_audit_writer(workdir, "conn-audit-writer")
+    world = ConnWorld(idp, server, other, keys, [idp_log, server.log_path, other.log_path, writer.log_path])
     try:
         yield world
     finally:
-        stop_together([server.process, other.process], grace=10)
+        try:
+            wait_for(journal_drained, message="the journal to drain before the tenant goes")
+        finally:
+            stop_together([server.process, other.process, writer.process], grace=10)
         idp.process.terminate()
         idp.process.wait(10)
         with django_db_blocker.unblock():

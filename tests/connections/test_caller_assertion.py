@@ -21,9 +21,11 @@ from joserfc.jwt import JWTClaimsRegistry
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from audit.models import Invocation
 from tenants.models import ApiKey, Tenant
 from tests.connections.conftest import TENANT, ConnWorld
 from tests.mcp.live import free_port
+from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import catalog_entry_create
 
@@ -114,6 +116,12 @@ def test_the_api_verifies_who_calls_against_the_published_keys(
     assert first["exp"] - first["iat"] <= 60
     assert first["call_id"] and first["call_id"] != second["call_id"]  # each call its own
     assert bobs["sub"] != first["sub"]
+    # The assertion's call id is the call's invocation row's: the API's logs and Toolbay's join.
+    with django_db_blocker.unblock():
+        wait_for(
+            lambda: Invocation.objects.filter(call_id=first["call_id"], tool_name="whocalls").exists(),
+            message="the invocation row of the asserted call",
+        )
     # A key that is not the tenant's is refused by the API: the check above is a real one.
     stranger = ECKey.generate_key(parameters={"kid": "not-the-tenants"})
     forged = jwt.encode({"alg": "ES256", "kid": "not-the-tenants"}, {**first}, stranger)

@@ -24,11 +24,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult
 
 from audit.journal import JOURNAL_KEY
-from audit.models import AuditEvent
+from audit.models import AuditEvent, Invocation
 from oauth.models import ConnectAttempt, Connection
 from oauth.sealing import unseal
 from tests.connections.browser import Browser
 from tests.connections.conftest import CLIENT_ID, CLIENT_SECRET, PASSWORDS, PROVIDER, TENANT, ConnWorld
+from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
 
@@ -115,6 +116,12 @@ def test_each_user_is_asked_once_and_gets_their_own_account(conn_world: ConnWorl
     alice, bob = _connection("alice"), _connection("bob")
     assert alice is not None and bob is not None
     assert (alice.account, bob.account) == ("alice", "bob")
+    # Each call's row names the connection it acted with (and never a token).
+    for connection in (alice, bob):
+        rows = Invocation.objects.filter(
+            tool_name="whoami", connection=f"{PROVIDER}#{connection.pk} {connection.account}"
+        )
+        wait_for(lambda rows=rows: rows.count() >= 2, message="the invocation rows of the connected calls")
     assert AuditEvent.objects.filter(object_type="oauth.Connection", changes__event=["", "connected"]).count() >= 2
 
 
@@ -340,6 +347,7 @@ def test_no_secret_in_logs_audit_rows_answers_or_pages(conn_world: ConnWorld, or
     texts = {
         "logs": conn_world.texts(),
         "audit": json.dumps(list(AuditEvent.objects.filter(tenant__slug=TENANT).values()), default=str),
+        "invocations": json.dumps(list(Invocation.objects.filter(tenant__slug=TENANT).values()), default=str),
         "journal": json.dumps(
             [
                 {key.decode(): value.decode(errors="replace") for key, value in fields.items()}

@@ -32,6 +32,14 @@ class Caller:
     grant_id: str = ""
 
 
+@dataclass(frozen=True)
+class Token:
+    """A connection's access token, and what the call's audit row says about it."""
+
+    value: str
+    connection: str  # "<provider>#<connection id> <account>": no secret
+
+
 class ConnectionRequired(Exception):
     """The caller has no usable connection to ``provider``; ``url`` opens Toolbay's connect
     page for them (it carries no credential: completing it needs the caller's own sign-in)."""
@@ -52,7 +60,7 @@ class ConnectionRequired(Exception):
 
 
 class ConnectionBroker(Protocol):
-    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> str:
+    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
         """A valid access token of ``caller``'s connection (refreshed first when it is about
         to expire); raises ConnectionRequired, or BackendError when the provider fails."""
 
@@ -112,13 +120,17 @@ async def token_for(ctx: CallContext, provider: str, scopes: list[str]) -> str:
     connection exists), or ends the call with the link (-32042, or an ``isError`` text)."""
     broker = connection_broker()
     caller = caller_of(ctx)
+    call_id = str(getattr(ctx, "call_id", ""))
     try:
-        return await broker.access_token(caller, provider, scopes, call_id=getattr(ctx, "call_id", ""))
+        token = await broker.access_token(caller, provider, scopes, call_id=call_id)
     except ConnectionRequired as needed:
         await ask_to_connect(ctx, needed)
-        if await broker.is_connected(caller, provider):
-            return await broker.access_token(caller, provider, scopes, call_id=getattr(ctx, "call_id", ""))
-        raise ConnectionPending(needed.message) from None
+        if not await broker.is_connected(caller, provider):
+            raise ConnectionPending(needed.message) from None
+        token = await broker.access_token(caller, provider, scopes, call_id=call_id)
+    if hasattr(ctx, "connection_used"):
+        ctx.connection_used = token.connection
+    return token.value
 
 
 async def token_rejected(ctx: CallContext, provider: str) -> None:

@@ -50,7 +50,9 @@ class ConfirmationRecord:
 
 
 class ToolContext:
-    def __init__(self, link: CallLink, *, tool_name: str, confirmation: str, caller: Caller | None = None) -> None:
+    def __init__(
+        self, link: CallLink, *, tool_name: str, confirmation: str, caller: Caller | None = None, call_id: str = ""
+    ) -> None:
         """``confirmation``: the policy that applies to this caller (see
         ``tools_app.runs.confirmation``); ``caller``: who asks, for an operator's approval."""
         self._link = link
@@ -66,8 +68,11 @@ class ToolContext:
         # How the call ended, for the invocation log (set by tools_app.runs.execution.execute).
         self.outcome = Outcome.COMPLETED
         self.error_message = ""
-        # Names this call to the APIs it reaches (the jti of a signed caller assertion).
-        self.call_id = uuid.uuid4().hex
+        # Names this call to the APIs it reaches (the jti of a signed caller assertion); the
+        # runtime gives the invocation row's call id.
+        self.call_id = call_id or uuid.uuid4().hex
+        # The user's connection the call acted with, for its invocation row.
+        self.connection_used = ""
 
     @property
     def cancelled(self) -> bool:
