@@ -358,5 +358,8 @@ class ConnectAttempt(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        indexes = [models.Index(fields=["provider", "subject"], name="connectattempt_subject")]
+
     def __str__(self) -> str:
         return f"connect {self.provider_id} for {self.label or self.subject}"

@@ -78,6 +78,8 @@ def provider_save(
 def attempt_create(
     *, caller: Caller, provider: ConnectionProvider, scopes: list[str], user_id: int | None
 ) -> ConnectAttempt:
+    # The caller's links that can no longer be used go when a new one is made.
+    ConnectAttempt.objects.filter(provider=provider, subject=caller.subject, expires_at__lt=timezone.now()).delete()
     return ConnectAttempt.objects.create(
         tenant_id=caller.tenant_id,
         provider=provider,
