@@ -78,6 +78,7 @@ def invocation_row(
     confirmed_by: str = "",
     confirmed_at: float | None = None,
     trace_id: str | None = None,
+    connection: str = "",
 ) -> dict[str, Any]:
     """One invocation as the journal carries it: JSON values, times as Unix seconds, sensitive
     arguments (``x-sensitive``/``writeOnly`` in the input schema) already redacted."""
@@ -110,6 +111,7 @@ def invocation_row(
         "confirmed_at": confirmed_at,
         # The call's OpenTelemetry trace (the current one unless given): rows and traces join.
         "trace_id": trace_id or ((tracing.current_trace_id() or None) if tracing.ENABLED else None),
+        "connection": connection[:200],
     }
 
 

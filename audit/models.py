@@ -111,6 +111,12 @@ class Invocation(models.Model):
     trace_id = models.CharField(
         max_length=32, null=True, blank=True, help_text="The call's OpenTelemetry trace id (32 hex digits)."
     )
+    connection = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The user's connection the call acted with: provider, connection id and account.",
+    )
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
 

@@ -66,6 +66,7 @@ COLUMNS = (
     "confirmed_by",
     "confirmed_at",
     "trace_id",
+    "connection",
 )
 # Columns added after the first journal rows were written: rows from older processes (a
 # rolling deploy) lack them and get these values.
@@ -78,6 +79,7 @@ LATER_COLUMNS = {
     "confirmed_by": "",
     "confirmed_at": None,
     "trace_id": None,
+    "connection": "",
 }
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0

@@ -368,6 +368,12 @@ TOOLBAY_OAUTH_MAX_CLIENTS_PER_TENANT = env_int("TOOLBAY_OAUTH_MAX_CLIENTS_PER_TE
 # (/.well-known/oauth-protected-resource) serves; empty: it answers 404.
 TOOLBAY_OAUTH_ROOT_TENANT = env_str("TOOLBAY_OAUTH_ROOT_TENANT", "").strip()
 
+# --- Per-user connections (oauth/connections): each user's grant at an outside provider ---
+# A connect link a tool call hands out works once, for this long.
+TOOLBAY_CONNECT_LINK_SECONDS = env_int("TOOLBAY_CONNECT_LINK_SECONDS", 600, minimum=30)
+# An access token this close to its expiry is refreshed before a call uses it.
+TOOLBAY_CONNECTION_REFRESH_MARGIN_SECONDS = env_int("TOOLBAY_CONNECTION_REFRESH_MARGIN_SECONDS", 60, minimum=0)
+
 # --- Staff sign-in (admin, console, OAuth sign-in page): throttling and single sign-on ---
 # Password sign-in goes through the throttle (staff_auth/throttle.py); after sign-in without
 # `next`, /staff/ sends each user to the admin, the console or their authorizations.

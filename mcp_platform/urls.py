@@ -25,6 +25,7 @@ urlpatterns = [
     path("console/", include("console.urls")),
     path("staff/", include("staff_auth.urls")),
     path("api/", include("api.urls")),
+    path("connect/", include("oauth.connections.urls")),
     path("", include("oauth.urls")),
 ]
 

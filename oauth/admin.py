@@ -13,7 +13,8 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
 
-from oauth.models import Grant, OAuthClient, TenantOAuth, TrustedIssuer
+from oauth.connections.services import connection_disconnect, public_base, redirect_uri
+from oauth.models import Connection, ConnectionProvider, Grant, OAuthClient, TenantOAuth, TrustedIssuer
 from oauth.sealing import seal
 from oauth.server.authorization import grant_revoke
 from tenants.admin import TenantScopedAdmin
@@ -132,3 +133,109 @@ class GrantAdmin(TenantScopedAdmin):
             grant_revoke(grant=grant)
             count += 1
         self.message_user(request, f"{count} authorization(s) revoked.", messages.SUCCESS)
+
+
+class ConnectionProviderForm(ModelForm[ConnectionProvider]):
+    client_secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Stored encrypted; leave empty to keep the current one.",
+    )
+
+    class Meta:
+        model = ConnectionProvider
+        fields = "__all__"
+        formfield_callback = staticmethod(_https_by_default)
+
+    def save(self, commit: bool = True) -> ConnectionProvider:
+        secret = self.cleaned_data.get("client_secret")
+        if secret:
+            self.instance.client_secret_sealed = seal(secret)
+        return super().save(commit)
+
+
+@admin.register(ConnectionProvider)
+class ConnectionProviderAdmin(TenantScopedAdmin):
+    form = ConnectionProviderForm
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    list_display = ("name", "display_name", "tenant", "issuer", "client_id", "connection_count")
+    list_select_related = ("tenant",)
+    search_fields = ("name", "display_name", "issuer", "tenant__slug")
+    autocomplete_fields = ("tenant",)
+    readonly_fields = ("redirect_uri", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("tenant", "name", "display_name", "redirect_uri")}),
+        (
+            "Provider",
+            {
+                "fields": (
+                    "issuer",
+                    "authorization_endpoint",
+                    "token_endpoint",
+                    "revocation_endpoint",
+                    "userinfo_endpoint",
+                ),
+                "description": "Give the issuer (endpoints are discovered), or the endpoints themselves.",
+            },
+        ),
+        (
+            "Client",
+            {
+                "fields": (
+                    "client_id",
+                    "client_secret",
+                    "token_endpoint_auth_method",
+                    "scopes",
+                    "pkce",
+                    "extra_authorize_params",
+                )
+            },
+        ),
+        ("History", {"fields": ("created_at", "updated_at")}),
+    )
+
+    @admin.display(description="Redirect URI to register at the provider")
+    def redirect_uri(self, obj: ConnectionProvider) -> str:
+        return redirect_uri(public_base(), obj) if obj.pk else "(saved providers show it)"
+
+    @admin.display(description="Connections")
+    def connection_count(self, obj: ConnectionProvider) -> int:
+        return obj.connections.count()
+
+
+@admin.register(Connection)
+class ConnectionAdmin(TenantScopedAdmin):
+    """Who is connected to what; never the tokens."""
+
+    list_display = ("label", "provider", "tenant", "account", "user", "expires_at", "last_used_at", "created_at")
+    list_filter = ("provider",)
+    list_select_related = ("provider", "tenant", "user")
+    search_fields = ("label", "account", "user__username", "provider__name", "tenant__slug")
+    fields = (
+        "tenant",
+        "provider",
+        "label",
+        "user",
+        "account",
+        "scopes",
+        "expires_at",
+        "created_at",
+        "refreshed_at",
+        "last_used_at",
+    )
+    readonly_fields = fields
+    actions = ["disconnect"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the disconnect action revokes at the provider first
+
+    @admin.action(description="Disconnect (revoke at the provider)")
+    def disconnect(self, request: HttpRequest, queryset: QuerySet[Connection]) -> None:
+        count = 0
+        for connection in queryset.select_related("provider"):
+            connection_disconnect(connection=connection)
+            count += 1
+        self.message_user(request, f"{count} connection(s) removed.", messages.SUCCESS)

@@ -13,7 +13,12 @@ class OAuthConfig(AppConfig):
 
     def ready(self) -> None:
         from oauth import signals  # noqa: F401  (connects the receivers)
+        from oauth.connections.assertions import asserter
+        from oauth.connections.broker import broker
         from oauth.resource.verifier import token_verifier
         from tenants.auth import tenant_directory
+        from tools_app.backends.connections import use_asserter, use_broker
 
         tenant_directory.use_token_verifier(token_verifier)
+        use_broker(broker)
+        use_asserter(asserter)

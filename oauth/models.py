@@ -241,3 +241,125 @@ class RefreshToken(models.Model):
 
     def describe(self) -> dict[str, Any]:
         return {"grant": self.grant_id, "scope": self.scope, "expires_at": self.expires_at.isoformat()}
+
+
+# --- per-user connections to outside APIs (the client side) ------------------------------
+
+
+def new_attempt_id() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class ConnectionProvider(models.Model):
+    """An OAuth 2.0 / OpenID Connect provider whose APIs tools call as each user: GitHub,
+    Google, a company's own server. Each user grants Toolbay access once (a ``Connection``).
+
+    Endpoints come from the issuer's metadata (OIDC discovery, then RFC 8414) unless given.
+    The client secret is sealed with ``TOOLBAY_SECRET_KEYS``."""
+
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="connection_providers",
+        help_text="Empty: a platform provider every tenant's tools may use.",
+    )
+    name = models.SlugField(max_length=64, help_text="What tools name it by, and part of the redirect URI.")
+    display_name = models.CharField(max_length=200, blank=True)
+    issuer = models.URLField(max_length=500, blank=True, help_text="Used for discovery when endpoints are empty.")
+    authorization_endpoint = models.URLField(max_length=500, blank=True)
+    token_endpoint = models.URLField(max_length=500, blank=True)
+    revocation_endpoint = models.URLField(max_length=500, blank=True)
+    userinfo_endpoint = models.URLField(max_length=500, blank=True)
+    client_id = models.CharField(max_length=255)
+    client_secret_sealed = models.TextField(blank=True, editable=False)
+    token_endpoint_auth_method = models.CharField(
+        max_length=32,
+        default="client_secret_basic",
+        choices=[(m, m) for m in ("client_secret_basic", "client_secret_post", "none")],
+    )
+    scopes = models.JSONField(default=list, blank=True, help_text='Scopes every connection asks for, e.g. ["repo"].')
+    pkce = models.BooleanField(default=True, help_text="Use PKCE (S256).")
+    extra_authorize_params = models.JSONField(
+        default=dict, blank=True, help_text='Extra authorization request parameters, e.g. {"access_type": "offline"}.'
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "name"], name="connectionprovider_unique_per_tenant"),
+            models.UniqueConstraint(
+                fields=["name"], condition=models.Q(tenant__isnull=True), name="connectionprovider_unique_platform"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        owner = self.tenant.slug if self.tenant is not None else "platform"
+        return f"{self.display_name or self.name} ({owner})"
+
+
+class Connection(models.Model):
+    """One user's grant at one provider: the MCP principal (its ``subject``) and provider.
+
+    Tokens are sealed; ``expires_at`` is the access token's expiry (None: unknown)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="connections")
+    provider = models.ForeignKey(ConnectionProvider, on_delete=models.CASCADE, related_name="connections")
+    subject = models.CharField(max_length=80, help_text="The principal's stable subject (tenants.principal).")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="connections"
+    )
+    label = models.CharField(max_length=200, blank=True, help_text="Who connected, as the audit log names them.")
+    account = models.CharField(max_length=255, blank=True, help_text="The account at the provider (its 'sub').")
+    access_token_sealed = models.TextField(editable=False)
+    refresh_token_sealed = models.TextField(blank=True, editable=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    scopes = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    refreshed_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "subject"], name="connection_one_per_subject_and_provider")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.subject} → {self.provider.name}"
+
+    @property
+    def audit_oauth_identity(self) -> tuple[str, str]:
+        return self.account, self.provider.name
+
+
+class ConnectAttempt(models.Model):
+    """A connect link a tool call handed out: bound to the principal that needs it, to the
+    Toolbay user who must complete it (when the principal has one), then to the browser
+    session that started it; used once, and only until ``expires_at``."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=new_attempt_id, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="+")
+    provider = models.ForeignKey(ConnectionProvider, on_delete=models.CASCADE, related_name="+")
+    subject = models.CharField(max_length=80)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    label = models.CharField(max_length=200, blank=True)
+    scopes = models.JSONField(default=list, blank=True)
+    state = models.CharField(max_length=64, blank=True, db_index=True)
+    code_verifier_sealed = models.TextField(blank=True)
+    session_key = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["provider", "subject"], name="connectattempt_subject")]
+
+    def __str__(self) -> str:
+        return f"connect {self.provider_id} for {self.label or self.subject}"

@@ -24,6 +24,8 @@ router.register("oauth-settings", views.OAuthSettingsViewSet, basename="oauthset
 router.register("trusted-issuers", views.TrustedIssuerViewSet, basename="trustedissuer")
 router.register("oauth-clients", views.OAuthClientViewSet, basename="oauthclient")
 router.register("oauth-grants", views.OAuthGrantViewSet, basename="oauthgrant")
+router.register("connection-providers", views.ConnectionProviderViewSet, basename="connectionprovider")
+router.register("connections", views.ConnectionViewSet, basename="connection")
 
 app_name = "v1"
 urlpatterns = [

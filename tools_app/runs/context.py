@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from audit.models import ConfirmationOutcome, Outcome
 from mcp_platform.mcp import loglevels
 from mcp_platform.mcp.calls import CallLink, ClientRequestError, ContinueAsTask, MissingClientCapability
+from tools_app.backends import connections
 from tools_app.backends.results import ToolError
 
 
@@ -27,6 +29,8 @@ class Caller:
     key_id: int | None = None
     oauth_subject: str = ""
     run_id: str = ""  # the run that waits, on a worker
+    subject: str = ""  # the principal's stable subject (what connections are bound to)
+    grant_id: str = ""  # a token of the embedded authorization server: its consent
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,9 @@ class ConfirmationRecord:
 
 
 class ToolContext:
-    def __init__(self, link: CallLink, *, tool_name: str, confirmation: str, caller: Caller | None = None) -> None:
+    def __init__(
+        self, link: CallLink, *, tool_name: str, confirmation: str, caller: Caller | None = None, call_id: str = ""
+    ) -> None:
         """``confirmation``: the policy that applies to this caller (see
         ``tools_app.runs.confirmation``); ``caller``: who asks, for an operator's approval."""
         self._link = link
@@ -62,6 +68,11 @@ class ToolContext:
         # How the call ended, for the invocation log (set by tools_app.runs.execution.execute).
         self.outcome = Outcome.COMPLETED
         self.error_message = ""
+        # Names this call to the APIs it reaches (the jti of a signed caller assertion); the
+        # runtime gives the invocation row's call id.
+        self.call_id = call_id or uuid.uuid4().hex
+        # The user's connection the call acted with, for its invocation row.
+        self.connection_used = ""
 
     @property
     def cancelled(self) -> bool:
@@ -144,6 +155,36 @@ class ToolContext:
         answer = await self._client_request("roots/list", {}, key)
         roots = answer.get("roots")
         return [root for root in roots if isinstance(root, dict)] if isinstance(roots, list) else []
+
+    @property
+    def connection_caller(self) -> connections.Caller | None:
+        """Whom per-user connections are looked up for (None: a call with no caller)."""
+        caller = self.caller
+        if caller is None or not caller.subject:
+            return None
+        return connections.Caller(
+            tenant_id=caller.tenant_id,
+            subject=caller.subject,
+            label=caller.label,
+            key_id=caller.key_id,
+            oauth_subject=caller.oauth_subject,
+            grant_id=caller.grant_id,
+        )
+
+    def url_elicitation(self) -> str:
+        """How this call can send the user to a URL: ``request`` (a URL-mode elicitation the
+        client declared; on 2026-07-28 through a multi-round result), ``error`` (2025-11-25
+        clients that elicit but not by URL: error -32042 carries it), or ``none``."""
+        declared = self._link.client_capabilities.get("elicitation")
+        if isinstance(declared, dict) and "url" in declared:
+            return "request"
+        if isinstance(declared, dict) and self._link.protocol_version == "2025-11-25":
+            return "error"
+        return "none"
+
+    async def elicit_url(self, params: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        """Send the user to ``params["url"]`` (URL-mode elicitation); returns ``{action}``."""
+        return await self._client_request("elicitation/create", params, key)
 
     def _require(self, capability: str, refusal: str) -> None:
         if self.supports(capability):

@@ -14,7 +14,7 @@ from typing import Any, cast
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from audit.journal import invocation_row, journal
+from audit.journal import invocation_row, journal, new_call_id
 from audit.models import Outcome
 from mcp_platform import tracing
 from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
@@ -176,7 +176,9 @@ class PlatformToolHost:
             raise JsonRpcError(SERVER_ERROR, exc.message) from None
         finished: Finished | None = None
         policy = visible.confirmation(tool)
-        ctx = ToolContext(link, tool_name=tool.name, confirmation=policy, caller=caller_of(identity))
+        call_id = new_call_id()
+        row = functools.partial(row, call_id=call_id)
+        ctx = ToolContext(link, tool_name=tool.name, confirmation=policy, caller=caller_of(identity), call_id=call_id)
         try:
             finished = await self._run(identity, tool, arguments, link, ctx)
         except asyncio.CancelledError:  # interrupted after the cancellation grace period
@@ -197,7 +199,11 @@ class PlatformToolHost:
                 outcome = Outcome.CANCELLED if link.cancelled.is_set() else finished.outcome
                 confirmation = ctx.confirmation_record.row_fields() if ctx.confirmation_record is not None else {}
                 recorded = row(
-                    outcome=outcome, error_message=finished.message, duration_ms=_ms_since(clock), **confirmation
+                    outcome=outcome,
+                    error_message=finished.message,
+                    duration_ms=_ms_since(clock),
+                    connection=ctx.connection_used,
+                    **confirmation,
                 )
             # One round trip before answering: the row is in the journal once the client has its answer.
             if tracing.ENABLED and recorded is not None:
@@ -350,6 +356,8 @@ def caller_of(principal: Principal) -> Caller:
         label=principal.label,
         key_id=principal.key_id,
         oauth_subject=principal.oauth_subject,
+        subject=principal.subject,
+        grant_id=principal.grant_id,
     )
 
 

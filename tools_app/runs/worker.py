@@ -114,6 +114,7 @@ def caller_of(run: ToolRun) -> Caller:
         key_id=key_id,
         oauth_subject=run.oauth_subject,
         run_id=run.id,
+        subject=run.subject,
     )
 
 

@@ -10,7 +10,8 @@ from rest_framework import serializers
 
 from api.v1.serializers.fields import TenantField
 from oauth import services as oauth_services
-from oauth.models import Grant, OAuthClient, TenantOAuth, TrustedIssuer
+from oauth.connections import services as connection_services
+from oauth.models import Connection, ConnectionProvider, Grant, OAuthClient, TenantOAuth, TrustedIssuer
 from oauth.server.clients import ClientMetadataError
 
 
@@ -109,4 +110,62 @@ class GrantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Grant
         fields = ["id", "tenant", "user", "client_id", "client_name", "scope", "created_at", "revoked_at"]
+        read_only_fields = fields
+
+
+class ConnectionProviderSerializer(serializers.ModelSerializer):
+    """A tenant's connection provider; the client secret is write-only (stored sealed)."""
+
+    tenant = TenantField()
+    client_secret = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, help_text="Stored encrypted, never shown; '' clears it."
+    )
+    has_client_secret = serializers.SerializerMethodField()
+    redirect_uri = serializers.SerializerMethodField(help_text="What to register at the provider.")
+
+    class Meta:
+        model = ConnectionProvider
+        fields = [
+            "id", "tenant", "name", "display_name", "issuer", "authorization_endpoint", "token_endpoint",
+            "revocation_endpoint", "userinfo_endpoint", "client_id", "client_secret", "has_client_secret",
+            "token_endpoint_auth_method", "scopes", "pkce", "extra_authorize_params", "redirect_uri", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["id", "created_at", "updated_at"]
+        validators: list[Any] = []
+
+    def get_has_client_secret(self, provider: ConnectionProvider) -> bool:
+        return bool(provider.client_secret_sealed)
+
+    def get_redirect_uri(self, provider: ConnectionProvider) -> str:
+        return connection_services.redirect_uri(connection_services.public_base(), provider)
+
+    def create(self, validated_data: dict[str, Any]) -> ConnectionProvider:
+        tenant = validated_data.pop("tenant")
+        name = validated_data.pop("name")
+        secret = validated_data.pop("client_secret", None)
+        return connection_services.provider_save(tenant=tenant, name=name, fields=validated_data, client_secret=secret)
+
+    def update(self, instance: ConnectionProvider, validated_data: dict[str, Any]) -> ConnectionProvider:
+        validated_data.pop("tenant", None)  # fixed once made
+        validated_data.pop("name", None)
+        secret = validated_data.pop("client_secret", None)
+        return connection_services.provider_save(
+            tenant=instance.tenant, name=instance.name, fields=validated_data, client_secret=secret
+        )
+
+
+class ConnectionSerializer(serializers.ModelSerializer):
+    """Who is connected to what; never a token."""
+
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    provider = serializers.CharField(source="provider.name", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Connection
+        fields = [
+            "id", "tenant", "provider", "user", "label", "account", "scopes", "expires_at", "created_at",
+            "refreshed_at", "last_used_at",
+        ]  # fmt: skip
         read_only_fields = fields

@@ -11,7 +11,14 @@ from api.v1.views.api_keys import ApiKeyViewSet
 from api.v1.views.audit_log import AuditEventViewSet, InvocationViewSet
 from api.v1.views.me import MeView
 from api.v1.views.memberships import MembershipViewSet
-from api.v1.views.oauth import OAuthClientViewSet, OAuthGrantViewSet, OAuthSettingsViewSet, TrustedIssuerViewSet
+from api.v1.views.oauth import (
+    ConnectionProviderViewSet,
+    ConnectionViewSet,
+    OAuthClientViewSet,
+    OAuthGrantViewSet,
+    OAuthSettingsViewSet,
+    TrustedIssuerViewSet,
+)
 from api.v1.views.openapi_imports import OpenApiImportViewSet
 from api.v1.views.pending_definitions import PendingDefinitionViewSet
 from api.v1.views.resources import PromptViewSet, ResourceTemplateViewSet, ResourceViewSet
@@ -25,6 +32,8 @@ __all__ = [
     "AccessTokenViewSet",
     "ApiKeyViewSet",
     "AuditEventViewSet",
+    "ConnectionProviderViewSet",
+    "ConnectionViewSet",
     "InvocationViewSet",
     "MeView",
     "MembershipViewSet",

@@ -17,6 +17,8 @@ from rest_framework.response import Response
 from api.access import require_role
 from api.pagination import TenantCursorPagination
 from api.v1.serializers.oauth import (
+    ConnectionProviderSerializer,
+    ConnectionSerializer,
     GrantSerializer,
     OAuthClientCreatedSerializer,
     OAuthClientSerializer,
@@ -27,7 +29,9 @@ from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, query_str
 from oauth import selectors as oauth_selectors
 from oauth import services as oauth_services
-from oauth.models import Grant, OAuthClient, TenantOAuth, TrustedIssuer
+from oauth.connections import selectors as connection_selectors
+from oauth.connections.services import connection_disconnect
+from oauth.models import Connection, ConnectionProvider, Grant, OAuthClient, TenantOAuth, TrustedIssuer
 from oauth.server.authorization import grant_revoke
 from tenants.scope import Role
 from tenants.selectors import tenants_in
@@ -125,3 +129,44 @@ class OAuthGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Scoped
         if grant.revoked_at is None:
             grant_revoke(grant=grant)
         return Response(GrantSerializer(grant, context=self.get_serializer_context()).data)
+
+
+@extend_schema_view(list=extend_schema(parameters=[TENANT_PARAM]))
+class ConnectionProviderViewSet(
+    mixins.ListModelMixin,
+    mixins.CreateModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    ScopedViewSet,
+):
+    """The tenant's per-user connection providers (OAuth 2.0 / OpenID Connect)."""
+
+    serializer_class = ConnectionProviderSerializer
+    action_roles = WRITE_ROLES
+
+    def get_queryset(self) -> QuerySet[ConnectionProvider]:
+        slug = query_str(self.request, "tenant") if self.action == "list" else None
+        return connection_selectors.providers_in(self.scope, tenant_slug=slug)
+
+    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
+        require_role(self.scope, serializer.validated_data["tenant"].pk, Role.ADMIN)
+        serializer.save()
+
+
+@extend_schema_view(
+    list=extend_schema(parameters=[TENANT_PARAM]),
+    destroy=extend_schema(description="Admins and owners: disconnect (revoked at the provider first)."),
+)
+class ConnectionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.DestroyModelMixin, ScopedViewSet):
+    """Who in the tenant is connected to which provider (never a token)."""
+
+    serializer_class = ConnectionSerializer
+    action_roles = WRITE_ROLES
+
+    def get_queryset(self) -> QuerySet[Connection]:
+        slug = query_str(self.request, "tenant") if self.action == "list" else None
+        return connection_selectors.connections_in_scope(self.scope, tenant_slug=slug)
+
+    def perform_destroy(self, instance: Connection) -> None:
+        connection_disconnect(connection=instance)

@@ -9,9 +9,14 @@
       "headers": {"Accept": "application/json"},          # optional; values may use {placeholders}
       "body": "auto",                                  # "auto" | "none" | {"template": <JSON>}
       "auth": {"type": "bearer", "secret": "github"},  # or basic (+ "username"), or header (+ "header")
+                                                       # or {"type": "connection", "provider": "github",
+                                                       #     "scopes": ["repo"]}: the caller's own token
       "timeout_seconds": 10,                           # optional; else the tool's timeout
       "follow_redirects": true,
-      "response": {"pointer": "/data"}                 # optional JSON pointer into a JSON response
+      "response": {"pointer": "/data"},                # optional JSON pointer into a JSON response
+      "caller_assertion": {"header": "Toolbay-Caller-Assertion", "audience": "https://api.example.com"}
+                                                       # optional: a signed JWT of who calls (both keys
+                                                       # optional; audience defaults to the URL's origin)
     }
 
 ``{name}`` placeholders take the argument of that name, percent-escaped for the part of
@@ -50,6 +55,7 @@ import httpx
 from django.conf import settings
 
 from mcp_platform import tracing
+from tools_app.backends import connections
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, Feature
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.results import ToolError, structured_result, text_block
@@ -58,8 +64,20 @@ from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolS
 
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 BODY_METHODS = ("POST", "PUT", "PATCH")
-CONFIG_KEYS = {"method", "url", "query", "headers", "body", "auth", "timeout_seconds", "follow_redirects", "response"}
-AUTH_TYPES = ("bearer", "basic", "header")
+CONFIG_KEYS = {
+    "method",
+    "url",
+    "query",
+    "headers",
+    "body",
+    "auth",
+    "timeout_seconds",
+    "follow_redirects",
+    "response",
+    "caller_assertion",
+}
+ASSERTION_HEADER = "Toolbay-Caller-Assertion"
+AUTH_TYPES = ("bearer", "basic", "header", "connection")
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers the transport owns; letting a tool set them would break framing or routing.
@@ -113,6 +131,15 @@ def validate_config(config: dict[str, Any]) -> None:
     if body not in ("auto", "none") and method not in BODY_METHODS:
         raise BackendConfigError(f'"body": a {method} request has no body; use POST, PUT or PATCH')
     _validate_auth(config.get("auth"))
+    assertion = config.get("caller_assertion")
+    if assertion is not None:
+        if not isinstance(assertion, dict) or set(assertion) - {"header", "audience"}:
+            raise BackendConfigError('"caller_assertion" must be an object with optional "header" and "audience"')
+        header = assertion.get("header", ASSERTION_HEADER)
+        if not isinstance(header, str) or not HEADER_NAME.match(header) or header.lower() in RESERVED_HEADERS:
+            raise BackendConfigError('"caller_assertion": "header" must be a header name a tool may set')
+        if not isinstance(assertion.get("audience", ""), str):
+            raise BackendConfigError('"caller_assertion": "audience" must be a string')
     timeout = config.get("timeout_seconds")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600
@@ -132,7 +159,19 @@ def _validate_auth(auth: Any) -> None:
     if auth is None:
         return
     if not isinstance(auth, dict) or auth.get("type") not in AUTH_TYPES:
-        raise BackendConfigError('"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...}')
+        raise BackendConfigError(
+            '"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...} '
+            'or {"type": "connection", "provider": "<name>", "scopes": [...]}'
+        )
+    if auth["type"] == "connection":
+        if set(auth) - {"type", "provider", "scopes"}:
+            raise BackendConfigError('"auth" of type connection takes only "provider" and "scopes"')
+        if not isinstance(auth.get("provider"), str) or not auth["provider"]:
+            raise BackendConfigError('"auth" of type connection needs "provider": the name of a connection provider')
+        scopes = auth.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+            raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
+        return
     if not isinstance(auth.get("secret"), str) or not auth["secret"]:
         raise BackendConfigError('"auth" needs "secret": the name of a stored secret')
     allowed = {"type", "secret"} | {"basic": {"username"}, "header": {"header", "prefix"}}.get(auth["type"], set())
@@ -150,6 +189,11 @@ def _validate_auth(auth: Any) -> None:
 
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
+    if isinstance(auth, dict) and auth.get("type") == "connection":
+        if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
+            scope = "the platform's" if tenant_id is None else "this tenant's"
+            raise BackendConfigError(f"there is no connection provider named {auth['provider']!r} among {scope}")
+        return
     if isinstance(auth, dict) and isinstance(auth.get("secret"), str) and not secret_exists(tenant_id, auth["secret"]):
         scope = "the platform's" if tenant_id is None else "this tenant's"
         raise BackendConfigError(f"there is no secret named {auth['secret']!r} among {scope} secrets")
@@ -249,7 +293,7 @@ class PreparedRequest:
     secret_values: list[str]
 
 
-async def prepare(tool: HttpTarget, arguments: dict[str, Any]) -> PreparedRequest:
+async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext | None = None) -> PreparedRequest:
     config = tool.backend_config
     method = config.get("method", "GET")
     filler = _Filler(arguments)
@@ -292,7 +336,14 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any]) -> PreparedReques
     secret_headers: set[str] = set()
     secret_values: list[str] = []
     auth = config.get("auth")
-    if auth:
+    if auth and auth["type"] == "connection":
+        if ctx is None:
+            raise BackendError("a connection credential needs a tool call (a user to act for)")
+        token = await connections.token_for(ctx, auth["provider"], list(auth.get("scopes", [])))
+        secret_values.append(token)
+        headers["Authorization"] = f"Bearer {token}"
+        secret_headers.add("authorization")
+    elif auth:
         try:
             secret = await secret_value(tool.tenant_id, auth["secret"])
         except SecretUnavailable as exc:
@@ -307,6 +358,14 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any]) -> PreparedReques
         else:
             header, value = auth["header"], f"{auth.get('prefix', '')}{secret}"
         headers[header] = value
+        secret_headers.add(header.lower())
+
+    assertion = config.get("caller_assertion")
+    if assertion is not None:
+        if ctx is None:
+            raise BackendError("a caller assertion needs a tool call (a caller to vouch for)")
+        header = assertion.get("header", ASSERTION_HEADER)
+        headers[header] = await connections.caller_assertion(ctx, assertion.get("audience") or base)
         secret_headers.add(header.lower())
 
     url = httpx.URL(base + (path or "/") + (f"?{query}" if query else ""))
@@ -483,8 +542,10 @@ def to_result(tool: ToolSpec, fetched: FetchedResponse, secrets: list[str]) -> d
     return {"content": [{"type": "resource", "resource": resource}]}
 
 
-async def _exchange(target: HttpTarget, arguments: dict[str, Any]) -> tuple[FetchedResponse, list[str]]:
-    prepared = await prepare(target, arguments)
+async def _exchange(
+    target: HttpTarget, arguments: dict[str, Any], ctx: CallContext | None = None
+) -> tuple[FetchedResponse, list[str]]:
+    prepared = await prepare(target, arguments, ctx)
     secrets = prepared.secret_values
     timeout = float(target.backend_config.get("timeout_seconds") or target.timeout_seconds)
     try:
@@ -503,7 +564,16 @@ async def _exchange(target: HttpTarget, arguments: dict[str, Any]) -> tuple[Fetc
 
 
 async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
-    fetched, secrets = await _exchange(tool, arguments)
+    auth = tool.backend_config.get("auth") or {}
+    try:
+        fetched, secrets = await _exchange(tool, arguments, ctx)
+        if fetched.status == 401 and auth.get("type") == "connection":
+            # The provider ended the grant, or the token expired early: refresh it (or
+            # forget the connection, so that the user is asked again) and send once more.
+            await connections.token_rejected(ctx, auth["provider"])
+            fetched, secrets = await _exchange(tool, arguments, ctx)
+    except connections.ConnectionPending as pending:
+        return {"content": [text_block(str(pending))], "isError": True}
     return to_result(tool, fetched, secrets)
 
 

@@ -1,0 +1,202 @@
+"""Toolbay as an OAuth 2.0 client of a connection provider: discovery, the authorization
+request (code flow, PKCE S256, ``state``), the code exchange, refresh and revocation.
+
+Authlib's ``AsyncOAuth2Client`` speaks the protocol; its HTTP goes through the backends'
+SSRF-guarded transport (a provider is configured by a tenant admin, so its URLs are not
+trusted more than a tool's). Errors become ``ProviderError`` with the OAuth error code
+only: a provider's error description may echo what it was sent.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+from authlib.integrations.base_client.errors import OAuthError
+from authlib.integrations.httpx_client import AsyncOAuth2Client
+from authlib.oauth2.rfc6749.errors import OAuth2Error
+from django.conf import settings
+
+from oauth.models import ConnectionProvider
+from oauth.resource.remote import FetchFailed, fetch_json
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+
+# What a provider's answer may weigh (token responses and userinfo are small).
+MAX_ANSWER_BYTES = 256 * 1024
+
+
+class ProviderError(Exception):
+    """The provider refused or did not answer; ``error`` is the OAuth error code, if any."""
+
+    def __init__(self, message: str, *, error: str = "") -> None:
+        super().__init__(message)
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    authorization: str
+    token: str
+    revocation: str = ""
+    userinfo: str = ""
+
+
+# Discovery answers per issuer, per process, for TOOLBAY_OAUTH_JWKS_CACHE_SECONDS.
+_discovered: dict[str, tuple[float, dict[str, Any]]] = {}
+
+
+async def discover(issuer: str) -> dict[str, Any]:
+    """The issuer's metadata: OpenID Connect Discovery, then RFC 8414 (path inserted after the
+    host); the document must name the same issuer."""
+    cached = _discovered.get(issuer)
+    if cached is not None and time.monotonic() - cached[0] < settings.TOOLBAY_OAUTH_JWKS_CACHE_SECONDS:
+        return cached[1]
+    base = issuer.rstrip("/")
+    split = httpx.URL(base)
+    candidates = [
+        base + "/.well-known/openid-configuration",
+        str(split.copy_with(path="/.well-known/oauth-authorization-server" + (split.path.rstrip("/")))),
+    ]
+    problems = []
+    for url in candidates:
+        try:
+            document = await fetch_json(url)
+        except FetchFailed as exc:
+            problems.append(str(exc))
+            continue
+        if document.get("issuer") not in (issuer, base):
+            raise ProviderError(f"the metadata at {url} names another issuer")
+        _discovered[issuer] = (time.monotonic(), document)
+        return document
+    raise ProviderError("no metadata found: " + "; ".join(problems))
+
+
+async def endpoints(provider: ConnectionProvider) -> Endpoints:
+    """The provider's endpoints: those configured, the rest from discovery."""
+    configured = {
+        "authorization_endpoint": provider.authorization_endpoint,
+        "token_endpoint": provider.token_endpoint,
+        "revocation_endpoint": provider.revocation_endpoint,
+        "userinfo_endpoint": provider.userinfo_endpoint,
+    }
+    if provider.issuer and not all(configured[k] for k in ("authorization_endpoint", "token_endpoint")):
+        document = await discover(provider.issuer)
+        for key, value in configured.items():
+            if not value and isinstance(document.get(key), str):
+                configured[key] = document[key]
+    if not configured["authorization_endpoint"] or not configured["token_endpoint"]:
+        raise ProviderError("the provider has no authorization or token endpoint (give an issuer or both endpoints)")
+    return Endpoints(
+        configured["authorization_endpoint"],
+        configured["token_endpoint"],
+        configured["revocation_endpoint"],
+        configured["userinfo_endpoint"],
+    )
+
+
+class _GuardedTransport(httpx2.AsyncBaseTransport):
+    """Authlib's client (built on httpx2) sends through the backends' SSRF-guarded pool."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        timeout = settings.TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS
+        outbound = outbound_client()
+        sent = outbound.build_request(
+            request.method, str(request.url), headers=list(request.headers.raw), content=body, timeout=timeout
+        )
+        response = await outbound.send(sent, stream=True)
+        try:
+            content = bytearray()
+            async for chunk in response.aiter_bytes():
+                content += chunk
+                if len(content) > MAX_ANSWER_BYTES:
+                    raise ProviderError(f"the provider's answer is larger than {MAX_ANSWER_BYTES} bytes")
+        finally:
+            await response.aclose()
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-encoding"]
+        return httpx2.Response(response.status_code, headers=headers, content=bytes(content))
+
+
+def _client(provider: ConnectionProvider, client_secret: str, **options: Any) -> AsyncOAuth2Client:
+    return AsyncOAuth2Client(
+        client_id=provider.client_id,
+        client_secret=client_secret or None,
+        token_endpoint_auth_method=provider.token_endpoint_auth_method,
+        code_challenge_method="S256" if provider.pkce else None,
+        timeout=settings.TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS,
+        transport=_GuardedTransport(),
+        trust_env=False,
+        follow_redirects=False,
+        **options,
+    )
+
+
+async def authorization_url(
+    provider: ConnectionProvider, *, redirect_uri: str, state: str, code_verifier: str, scopes: list[str]
+) -> str:
+    where = await endpoints(provider)
+    extra = {str(k): str(v) for k, v in (provider.extra_authorize_params or {}).items()}
+    async with _client(provider, "", redirect_uri=redirect_uri, scope=" ".join(scopes)) as client:
+        url, _state = client.create_authorization_url(
+            where.authorization, state=state, code_verifier=code_verifier if provider.pkce else None, **extra
+        )
+    return str(url)
+
+
+async def _token_call(call: Any) -> dict[str, Any]:
+    try:
+        token = await call
+    except (OAuth2Error, OAuthError) as exc:
+        raise ProviderError(f"the provider refused ({exc.error})", error=str(exc.error or "")) from None
+    except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError) as exc:
+        raise ProviderError(f"the provider did not answer ({type(exc).__name__})") from None
+    if not isinstance(token, dict) or not isinstance(token.get("access_token"), str):
+        raise ProviderError("the provider's token response has no access_token")
+    return dict(token)
+
+
+async def exchange_code(
+    provider: ConnectionProvider, client_secret: str, *, code: str, redirect_uri: str, code_verifier: str
+) -> dict[str, Any]:
+    where = await endpoints(provider)
+    async with _client(provider, client_secret, redirect_uri=redirect_uri) as client:
+        options = {"code_verifier": code_verifier} if provider.pkce else {}
+        return await _token_call(client.fetch_token(where.token, grant_type="authorization_code", code=code, **options))
+
+
+async def refresh(provider: ConnectionProvider, client_secret: str, *, refresh_token: str) -> dict[str, Any]:
+    where = await endpoints(provider)
+    async with _client(provider, client_secret) as client:
+        return await _token_call(client.refresh_token(where.token, refresh_token=refresh_token))
+
+
+async def revoke(provider: ConnectionProvider, client_secret: str, *, token: str, hint: str) -> bool:
+    """RFC 7009; False when the provider has no revocation endpoint or refused."""
+    where = await endpoints(provider)
+    if not where.revocation:
+        return False
+    async with _client(provider, client_secret) as client:
+        try:
+            response = await client.revoke_token(where.revocation, token=token, token_type_hint=hint)
+        except (OAuth2Error, OAuthError, httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError):
+            return False
+    return bool(response.status_code == 200)
+
+
+async def userinfo(provider: ConnectionProvider, access_token: str) -> dict[str, Any]:
+    """The provider's userinfo for the token ({} when it has no userinfo endpoint)."""
+    where = await endpoints(provider)
+    if not where.userinfo:
+        return {}
+    async with _client(provider, "") as client:
+        try:
+            response = await client.request(
+                "GET", where.userinfo, headers={"Authorization": f"Bearer {access_token}"}, withhold_token=True
+            )
+            value = response.json() if response.status_code == 200 else {}
+        except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError, ValueError):
+            return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,164 @@
+"""Per-user credentials for backends: the seam through which a backend asks for the calling
+user's token at a provider, without knowing how connections are made.
+
+``oauth.connections`` installs the broker (``use_broker``) when Django starts, the way
+``oauth`` installs its token check into ``tenants.auth``. A backend calls
+``connection_broker().access_token(...)``; a user who has no usable connection raises
+``ConnectionRequired`` with the link that makes one, which the backend turns into a URL-mode
+elicitation, a -32042 error or an ``isError`` result (``ask_to_connect``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from mcp_platform.mcp.jsonrpc import JsonRpcError
+from tools_app.backends.base import BackendError, CallContext
+
+# MCP 2025-11-25: URLElicitationRequiredError (retired in 2026-07-28, where the client retries).
+URL_ELICITATION_REQUIRED = -32042
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a connection belongs to: the principal's stable subject, its tenant, and a label."""
+
+    tenant_id: int
+    subject: str
+    label: str = ""
+    key_id: int | None = None
+    oauth_subject: str = ""
+    grant_id: str = ""
+
+
+@dataclass(frozen=True)
+class Token:
+    """A connection's access token, and what the call's audit row says about it."""
+
+    value: str
+    connection: str  # "<provider>#<connection id> <account>": no secret
+
+
+class ConnectionRequired(Exception):
+    """The caller has no usable connection to ``provider``; ``url`` opens Toolbay's connect
+    page for them (it carries no credential: completing it needs the caller's own sign-in)."""
+
+    def __init__(self, provider: str, display_name: str, url: str, elicitation_id: str) -> None:
+        super().__init__(f"no connection to {provider}")
+        self.provider = provider
+        self.display_name = display_name
+        self.url = url
+        self.elicitation_id = elicitation_id
+
+    @property
+    def message(self) -> str:
+        return (
+            f"This tool acts with your own {self.display_name} account, which is not connected yet. "
+            f"Open {self.url} to connect it, then call the tool again."
+        )
+
+
+class ConnectionBroker(Protocol):
+    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
+        """A valid access token of ``caller``'s connection (refreshed first when it is about
+        to expire); raises ConnectionRequired, or BackendError when the provider fails."""
+
+    async def is_connected(self, caller: Caller, provider: str) -> bool:
+        """Whether the caller has a connection now (after they followed a connect link)."""
+
+    async def token_rejected(self, caller: Caller, provider: str) -> None:
+        """The API answered 401 to the token: refresh it, or forget the connection."""
+
+    def provider_exists(self, tenant_id: int | None, provider: str) -> bool: ...
+
+
+class CallerAsserter(Protocol):
+    async def assertion(self, caller: Caller, *, tool: str, call_id: str, audience: str) -> str:
+        """A short-lived JWT saying who calls (tenant, subject, tool, call id) for ``audience``,
+        signed with the tenant's key (published at ``/connect/<tenant>/jwks``)."""
+
+
+_broker: ConnectionBroker | None = None
+_asserter: CallerAsserter | None = None
+
+
+def use_asserter(asserter: CallerAsserter | None) -> None:
+    global _asserter
+    _asserter = asserter
+
+
+async def caller_assertion(ctx: CallContext, audience: str) -> str:
+    if _asserter is None:
+        raise BackendError("signed caller assertions are not available (the oauth app is not installed)")
+    return await _asserter.assertion(
+        caller_of(ctx), tool=ctx.tool_name, call_id=str(getattr(ctx, "call_id", "")), audience=audience
+    )
+
+
+def use_broker(broker: ConnectionBroker | None) -> None:
+    global _broker
+    _broker = broker
+
+
+def connection_broker() -> ConnectionBroker:
+    if _broker is None:
+        raise BackendError("per-user connections are not available (the oauth app is not installed)")
+    return _broker
+
+
+def caller_of(ctx: CallContext) -> Caller:
+    caller: Any = getattr(ctx, "connection_caller", None)
+    if not isinstance(caller, Caller):
+        raise BackendError("this call has no identified user to act for")
+    return caller
+
+
+async def token_for(ctx: CallContext, provider: str, scopes: list[str]) -> str:
+    """The caller's token at ``provider``; when there is none, asks the user to connect
+    (URL-mode elicitation where the client can follow a link, and the call goes on once the
+    connection exists), or ends the call with the link (-32042, or an ``isError`` text)."""
+    broker = connection_broker()
+    caller = caller_of(ctx)
+    call_id = str(getattr(ctx, "call_id", ""))
+    try:
+        token = await broker.access_token(caller, provider, scopes, call_id=call_id)
+    except ConnectionRequired as needed:
+        await ask_to_connect(ctx, needed)
+        if not await broker.is_connected(caller, provider):
+            raise ConnectionPending(needed.message) from None
+        token = await broker.access_token(caller, provider, scopes, call_id=call_id)
+    if hasattr(ctx, "connection_used"):
+        ctx.connection_used = token.connection
+    return token.value
+
+
+async def token_rejected(ctx: CallContext, provider: str) -> None:
+    await connection_broker().token_rejected(caller_of(ctx), provider)
+
+
+class ConnectionPending(Exception):
+    """The user was asked to connect and has not (yet): the message tells the model so."""
+
+
+async def ask_to_connect(ctx: CallContext, needed: ConnectionRequired) -> None:
+    """Ask through the best channel the client offers; returns once the user answered a
+    URL-mode elicitation, or raises (JsonRpcError -32042 or ConnectionPending) otherwise."""
+    params = {
+        "mode": "url",
+        "message": f"Connect your {needed.display_name} account so that this tool can act for you.",
+        "url": needed.url,
+        "elicitationId": needed.elicitation_id,
+    }
+    mode = ctx.url_elicitation() if hasattr(ctx, "url_elicitation") else "none"
+    if mode == "request":
+        answer = await ctx.elicit_url(params, key=f"connect-{needed.provider}")  # type: ignore[attr-defined]
+        if answer.get("action") != "accept":
+            raise ConnectionPending(
+                f"The user did not connect their {needed.display_name} account (they answered "
+                f"{answer.get('action', 'nothing')!r}). They can do it at {needed.url} and call the tool again."
+            )
+        return
+    if mode == "error":
+        raise JsonRpcError(URL_ELICITATION_REQUIRED, needed.message, data={"elicitations": [params]})
+    raise ConnectionPending(needed.message)
