@@ -8,7 +8,7 @@ Import them from there; this module only makes Django find them.
 
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.upstream.models import UpstreamServer
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
 from tools_app.runs.models import Approval, ToolRun
 
@@ -22,6 +22,7 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Tool",
+    "ToolCuration",
     "ToolRun",
     "UpstreamServer",
 ]
