@@ -3,11 +3,13 @@ widening), and what the snapshot and the call path make of them."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.core.management import call_command
 
 from audit.models import AuditEvent
 from tenants.principal import Principal
@@ -265,3 +267,56 @@ def test_a_test_call_runs_the_published_tool_and_the_backend_gets_the_source_sha
     }
     refused = tool_test_call(tool=crm, arguments={"query": "abc", "limit": 0})
     assert refused.is_error is True and "'limit'" in refused.result["content"][0]["text"]
+
+
+def _openapi(tmp_path, summary: str, states: list[str]) -> str:
+    document = {
+        "openapi": "3.0.3",
+        "info": {"title": "Items", "version": "1"},
+        "servers": [{"url": "https://api.example.com/v1"}],
+        "paths": {
+            "/items": {
+                "get": {
+                    "operationId": "listItems",
+                    "summary": summary,
+                    "parameters": [
+                        {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 100}},
+                        {"name": "account", "in": "query", "required": True, "schema": {"type": "string"}},
+                        {"name": "state", "in": "query", "schema": {"type": "string", "enum": states}},
+                    ],
+                    "responses": {"200": {"description": "ok"}},
+                }
+            }
+        },
+    }
+    path = tmp_path / f"items-{len(states)}.json"
+    path.write_text(json.dumps(document))
+    return str(path)
+
+
+def test_kept_across_a_reimport_of_the_openapi_document(tmp_path, acme, grant) -> None:
+    call_command("import_openapi", _openapi(tmp_path, "List items", ["a", "b", "c"]), "--tenant", "acme", "--grant",
+                 stdout=io.StringIO(), stderr=io.StringIO())  # fmt: skip
+    tool = Tool.objects.get(tenant=acme, name="listItems")
+    tool_curate(
+        tool=tool,
+        fields={
+            "name": "items",
+            "description": "Lists the items of this account.",
+            "arguments": {"account": {"hidden": True, "value": "acme-42"}, "state": {"enum": ["a", "b"]}},
+        },
+    )
+    out = io.StringIO()
+    call_command("import_openapi", _openapi(tmp_path, "List all items", ["a", "b", "c", "d"]), "--tenant", "acme",
+                 "--approve", stdout=out, stderr=io.StringIO())  # fmt: skip
+    assert out.getvalue().startswith("updated listItems")
+    tool.refresh_from_db()
+    assert tool.title == "List all items" and tool.input_schema["properties"]["state"]["enum"] == ["a", "b", "c", "d"]
+    spec = published(acme, "items")
+    assert spec is not None and spec.id == tool.pk
+    assert (spec.title, spec.description) == ("List all items", "Lists the items of this account.")
+    assert set(spec.input_schema["properties"]) == {"limit", "state"} and "required" not in spec.input_schema
+    assert spec.input_schema["properties"]["state"]["enum"] == ["a", "b"]
+    assert spec.backend_arguments({"state": "a"}) == {"state": "a", "account": "acme-42"}
+    # The hidden argument cannot be sent: the imported schema admits no other properties.
+    assert argument_problem(spec, {"account": "evil"}) is not None
