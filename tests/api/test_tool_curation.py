@@ -70,7 +70,9 @@ def test_other_tenants_and_platform_tools_look_missing(as_role, globex_admin, cl
         assert as_role("admin").get(url).status_code == 404
         assert as_role("admin").put(url, {"title": "mine"}, format="json").status_code == 404
     assert client_for(globex_admin).get(f"/api/v1/tools/{tools['acme'].pk}/curation/").status_code == 404
-    platform = client_for(superuser).put(f"/api/v1/tools/{tools['platform'].pk}/curation/", {"title": "P"}, format="json")
+    platform = client_for(superuser).put(
+        f"/api/v1/tools/{tools['platform'].pk}/curation/", {"title": "P"}, format="json"
+    )
     assert platform.status_code == 200 and platform.json()["published"]["title"] == "P"
 
 

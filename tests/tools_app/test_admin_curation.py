@@ -81,7 +81,9 @@ def test_the_curation_is_checked_against_the_tool_as_submitted(acme_admin_client
     assert ToolCuration.objects.get(tool=lookup).arguments == {"lang": {"enum": ["de"]}}
 
 
-def test_clearing_or_deleting_removes_it_and_a_post_without_it_keeps_it(acme_admin_client: Client, lookup: Tool) -> None:
+def test_clearing_or_deleting_removes_it_and_a_post_without_it_keeps_it(
+    acme_admin_client: Client, lookup: Tool
+) -> None:
     curation = tool_curate(tool=lookup, fields={"title": "Find"})
     assert curation is not None
     # A script posting only the tool's fields leaves the curation alone.

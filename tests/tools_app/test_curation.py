@@ -56,8 +56,10 @@ def principal(tenant) -> Principal:
 
 def published(tenant, name: str) -> ToolSpec | None:
     snapshot = catalog_snapshot(tenant.pk)
-    return TenantTools(source=None, tools=snapshot.tools, rules=snapshot.rules).visible(principal(tenant)).by_name.get(
-        name
+    return (
+        TenantTools(source=None, tools=snapshot.tools, rules=snapshot.rules)
+        .visible(principal(tenant))
+        .by_name.get(name)
     )  # type: ignore[arg-type]
 
 
@@ -185,7 +187,9 @@ def test_name_must_be_valid_and_free_in_the_catalog(acme, globex, crm, make_tool
     assert "already exists" in caught.value.message_dict["name"][0]
     # Another tenant's catalog is another namespace.
     catalog_entry_create(
-        model=Tool, tenant=globex, fields={"name": "find", "description": "x", "backend_config": {"handler": "demo.echo"}}
+        model=Tool,
+        tenant=globex,
+        fields={"name": "find", "description": "x", "backend_config": {"handler": "demo.echo"}},
     )
 
 
@@ -257,7 +261,10 @@ def test_a_test_call_runs_the_published_tool_and_the_backend_gets_the_source_sha
     """Through the real call path (tools_app.runs.trial_calls: validation, execute, the python backend)."""
     tool_curate(
         tool=crm,
-        fields={"name": "find", "arguments": {"account": {"hidden": True, "value": "acme-42"}, "limit": {"default": 7}}},
+        fields={
+            "name": "find",
+            "arguments": {"account": {"hidden": True, "value": "acme-42"}, "limit": {"default": 7}},
+        },
     )
     outcome = tool_test_call(tool=crm, arguments={"query": "abc", "account": "evil"})
     assert outcome.is_error is False

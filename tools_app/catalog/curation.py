@@ -183,7 +183,7 @@ def _narrowed(prop: Any, added: dict[str, Any]) -> dict[str, Any]:
 def _rule_object(name: str, rule: Any) -> dict[str, Any]:
     where = f"arguments.{name}"
     if not isinstance(rule, dict):
-        raise CurationProblem(f"{where}: a rule object such as {{\"hidden\": true, \"value\": …}}")
+        raise CurationProblem(f'{where}: a rule object such as {{"hidden": true, "value": …}}')
     unknown = set(rule) - RULE_KEYS
     if unknown:
         raise CurationProblem(f"{where}: unknown keys {sorted(unknown)}; allowed: {', '.join(sorted(RULE_KEYS))}")
@@ -191,13 +191,12 @@ def _rule_object(name: str, rule: Any) -> dict[str, Any]:
         raise CurationProblem(f"{where}.hidden: true or false")
     hidden = rule.get("hidden") is True
     if "value" in rule and not hidden:
-        raise CurationProblem(f"{where}.value: a fixed value is for a hidden argument (add \"hidden\": true)")
+        raise CurationProblem(f'{where}.value: a fixed value is for a hidden argument (add "hidden": true)')
     if hidden:
         extra = set(rule) - {"hidden", "value"}
         if extra:
             raise CurationProblem(
-                f"{where}: a hidden argument takes only a fixed \"value\" (the model never sees it); "
-                f"drop {sorted(extra)}"
+                f'{where}: a hidden argument takes only a fixed "value" (the model never sees it); drop {sorted(extra)}'
             )
     for key in ("title", "description"):
         if key in rule and not isinstance(rule[key], str):
@@ -246,7 +245,7 @@ def apply_curation(source_schema: dict[str, Any], arguments: Any, *, strict: boo
                     fixed[name] = rule["value"]
                 elif name in required:
                     raise CurationProblem(
-                        f"arguments.{name}: the source requires it; a hidden required argument needs a fixed \"value\""
+                        f'arguments.{name}: the source requires it; a hidden required argument needs a fixed "value"'
                     )
             except CurationProblem as exc:
                 if strict:

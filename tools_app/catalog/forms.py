@@ -332,17 +332,23 @@ class ToolCurationForm(forms.ModelForm[ToolCuration]):
         model = ToolCuration
         fields = ("name", "title", "description", "arguments")
 
+    def __init__(self, *args: Any, tool: Tool | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool = tool  # the tool as this submission edits it (see ToolCurationFormSet)
+
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
-        probe = ToolCuration(tool=self.instance.tool, **{name: cleaned.get(name) for name in CURATION_FIELDS})
+        cleaned = super().clean() or {}
+        tool = self.tool if self.tool is not None else self.instance.tool
+        probe = ToolCuration(tool=tool, **{name: cleaned.get(name) for name in CURATION_FIELDS})
         if not probe.is_empty() and not cleaned.get("DELETE"):
             probe.pk = self.instance.pk
             tool_curation_check(probe)
         return cleaned
 
 
-class ToolCurationFormSet(forms.BaseInlineFormSet):  # type: ignore[type-arg]
-    def _construct_form(self, i: int, **kwargs: Any) -> forms.Form:
-        form = super()._construct_form(i, **kwargs)
-        form.instance.tool = self.instance  # the tool as this submission edits it
-        return form
+class ToolCurationFormSet(forms.BaseInlineFormSet[ToolCuration, Tool, forms.ModelForm[ToolCuration]]):
+    """Hands each form the tool being edited: the curation is checked against the schema as
+    submitted with it, not as it was saved."""
+
+    def get_form_kwargs(self, index: int | None) -> dict[str, Any]:
+        return {**super().get_form_kwargs(index), "tool": self.instance}

@@ -607,4 +607,3 @@ class ToolCuration(models.Model):
 
     def is_empty(self) -> bool:
         return not (self.name or self.title or self.description or self.arguments)
-

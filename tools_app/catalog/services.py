@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tenants.models import ApiKey, Tenant
+from tools_app.catalog.curation import CurationProblem, apply_curation
 from tools_app.catalog.definitions import (
     EntryDefinition,
     PromptDefinition,
@@ -19,7 +20,6 @@ from tools_app.catalog.definitions import (
     ResourceTemplateDefinition,
     ToolDefinition,
 )
-from tools_app.catalog.curation import CurationProblem, apply_curation
 from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
 from tools_app.catalog.schemas import SchemaProblem, check_object_schema
 from tools_app.catalog.selectors import platform_rules_targeting

@@ -88,7 +88,9 @@ class ToolCurationSerializer(serializers.Serializer):
         "the source is refused (400 naming the argument).",
     )
     version = serializers.IntegerField(read_only=True, allow_null=True, help_text="Null: no curation.")
-    source = serializers.DictField(read_only=True, help_text="The tool's source definition, as tools/list would show it.")
+    source = serializers.DictField(
+        read_only=True, help_text="The tool's source definition, as tools/list would show it."
+    )
     published = serializers.DictField(read_only=True, help_text="What tools/list shows: the curation applied.")
     problems = serializers.ListField(
         child=serializers.CharField(),
