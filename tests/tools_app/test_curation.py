@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from audit.models import AuditEvent
 from tenants.principal import Principal
@@ -327,3 +329,19 @@ def test_kept_across_a_reimport_of_the_openapi_document(tmp_path, acme, grant) -
     assert spec.backend_arguments({"state": "a"}) == {"state": "a", "account": "acme-42"}
     # The hidden argument cannot be sent: the imported schema admits no other properties.
     assert argument_problem(spec, {"account": "evil"}) is not None
+
+
+def test_loading_a_catalog_costs_no_query_per_curation(acme, make_tool, grant) -> None:
+    """Curations ride along in the snapshot's tool query (the hot path then runs without one)."""
+    make_tool("plain")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            catalog_snapshot(acme.pk)
+        return len(captured)
+
+    baseline = queries()
+    for number in range(5):
+        tool = make_tool(f"curated_{number}")
+        tool_curate(tool=tool, fields={"description": f"Curated {number}.", "arguments": {"text": {"maxLength": 9}}})
+    assert queries() == baseline
