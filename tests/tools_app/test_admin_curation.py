@@ -100,3 +100,10 @@ def test_another_tenants_tool_cannot_be_curated(acme_admin_client: Client, globe
     data = {**form_of(theirs), **curation_data(name="mine")}
     assert acme_admin_client.post(change_url(theirs), data).status_code == 404
     assert not ToolCuration.objects.exists()
+
+
+def test_the_test_call_page_starts_from_the_published_schema(acme_admin_client: Client, lookup: Tool) -> None:
+    tool_curate(tool=lookup, fields={"arguments": {"q": {"hidden": True, "value": "fixed"}}})
+    page = acme_admin_client.get(f"/admin/tools_app/tool/{lookup.pk}/test-call/")
+    assert page.status_code == 200
+    assert page.context["form"].initial["arguments"] == {}  # q is the admin's now, not the caller's
