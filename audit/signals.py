@@ -18,6 +18,7 @@ TRACKED = [
     "tenants.Membership",
     "tenants.ApiKey",
     "tools_app.Tool",
+    "tools_app.ToolCuration",
     "tools_app.Resource",
     "tools_app.ResourceTemplate",
     "tools_app.Prompt",

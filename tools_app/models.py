@@ -8,7 +8,15 @@ Import them from there; this module only makes Django find them.
 
 from tools_app.backends.models import BackendSecret
 from tools_app.backends.upstream.models import UpstreamServer
-from tools_app.catalog.models import AccessRule, PendingDefinition, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import (
+    AccessRule,
+    PendingDefinition,
+    Prompt,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    ToolCuration,
+)
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
 from tools_app.runs.models import Approval, ToolRun
 
@@ -23,6 +31,7 @@ __all__ = [
     "Resource",
     "ResourceTemplate",
     "Tool",
+    "ToolCuration",
     "ToolRun",
     "UpstreamServer",
 ]

@@ -26,7 +26,8 @@ from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import secret_set
 from tools_app.catalog.models import PendingDefinition, Prompt, Resource, ResourceTemplate, Tool
 from tools_app.catalog.pinning import pending_definition_decide
-from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec
+from tools_app.catalog.services import tool_curate
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 TOKEN = "up-token-5b7e1c9a"
 # The test upstream logs with ctx.info, which the SDK marks deprecated for 2026-07-28.
@@ -300,6 +301,32 @@ def test_an_upstream_back_to_the_pinned_definition_withdraws_its_proposal(regist
     upstream_refresh(upstream_id=server.pk)
     pending = PendingDefinition.objects.get(tool__name="up.add")
     assert pending.status == "superseded" and "pinned definition again" in pending.note
+
+
+def test_a_curation_survives_a_refresh_and_the_upstream_gets_the_fixed_value(register, upstream):
+    server = register(publish_new_tools=True, auto_approve=True)  # trusted: the change applies at once
+    upstream_refresh(upstream_id=server.pk)
+    add = tools_of(server)["up.add"]
+    tool_curate(
+        tool=add,
+        fields={
+            "name": "plus_forty",
+            "description": "Adds forty to a.",
+            "arguments": {"b": {"hidden": True, "value": 40}, "a": {"minimum": 0, "maximum": 1000}},
+        },
+    )
+    upstream.describe("add", "Changed upstream.")
+    report = upstream_refresh(upstream_id=server.pk)
+    assert report.updated == ["up.add"]
+    add.refresh_from_db()
+    assert (add.name, add.description) == ("up.add", "Changed upstream.")  # the source moved on
+    spec = ToolSpec.from_model(add)
+    assert (spec.name, spec.description) == ("plus_forty", "Adds forty to a.")
+    assert set(spec.input_schema["properties"]) == {"a"} and spec.input_schema["required"] == ["a"]
+    assert spec.input_schema["properties"]["a"]["maximum"] == 1000
+    outcome = call(add, {"a": 2, "b": 1})  # b is the admin's, not the client's
+    assert outcome.is_error is False and outcome.result["structuredContent"] == {"result": 42}
+    assert call(add, {"a": -1}).is_error is True  # refused before the upstream is called
 
 
 def test_the_upstream_url_is_held_to_the_ssrf_rules(register, allow):

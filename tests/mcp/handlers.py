@@ -66,3 +66,9 @@ async def acme_only(ctx: Any, arguments: dict[str, Any]) -> str:
 async def platform_rows(uri: str, variables: dict[str, str]) -> str:
     """A resource handler only the platform catalog may bind (the default)."""
     return f"rows of {uri}"
+
+
+@tool_handler("testing.arguments", catalogs=EVERY_CATALOG)
+async def arguments_received(ctx: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Answers with exactly the arguments its backend call received (tests/mcp/test_curation_live.py)."""
+    return {"received": arguments, "tool_name": ctx.tool_name}

@@ -46,3 +46,19 @@ def rule_data(**overrides: Any) -> dict[str, Any]:
     }
     data.update(overrides)
     return data
+
+
+def curation_data(initial: int = 0, **fields: Any) -> dict[str, Any]:
+    """The curation inline on a tool's change page (prefix ``curation``), as a browser posts it."""
+    data = {
+        "curation-TOTAL_FORMS": "1",
+        "curation-INITIAL_FORMS": str(initial),
+        "curation-MIN_NUM_FORMS": "0",
+        "curation-MAX_NUM_FORMS": "1",
+        "curation-0-name": "",
+        "curation-0-title": "",
+        "curation-0-description": "",
+        "curation-0-arguments": "",
+    }
+    data.update({f"curation-0-{name}": value for name, value in fields.items()})
+    return data

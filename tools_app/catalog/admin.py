@@ -17,16 +17,31 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms import ModelChoiceField, ModelForm
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from tenants.admin import TenantScopedAdmin, administered_tenant_ids, administers
 from tenants.scope import tenant_scope
 from tools_app.catalog.confirmation import confirmation_summary
-from tools_app.catalog.forms import AccessRuleForm, PromptForm, ResourceForm, ResourceTemplateForm, ToolForm
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.curation import apply_curation
+from tools_app.catalog.forms import (
+    AccessRuleForm,
+    PromptForm,
+    ResourceForm,
+    ResourceTemplateForm,
+    ToolCurationForm,
+    ToolCurationFormSet,
+    ToolForm,
+)
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
 from tools_app.catalog.selectors import platform_rules_targeting
-from tools_app.catalog.services import catalog_entry_delete, catalog_entry_save
+from tools_app.catalog.services import (
+    CURATION_FIELDS,
+    catalog_entry_delete,
+    catalog_entry_save,
+    tool_curate,
+    tool_curation_delete,
+)
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 PREVIEW_STYLE = (
@@ -229,11 +244,45 @@ class CatalogEntryAdmin(_CatalogScopedAdmin):
         )
 
 
+CURATION_PREFIX = "curation"  # the inline formset's prefix: the relation's name on Tool
+
+
+class ToolCurationInline(admin.StackedInline[ToolCuration, Tool]):
+    """What the model sees of the tool, edited on the tool's page; saved through ``tool_curate``."""
+
+    model = ToolCuration
+    form = ToolCurationForm
+    formset = ToolCurationFormSet
+    fields = ("name", "title", "description", "arguments")
+    extra = 1
+    max_num = 1
+    verbose_name = "curation (what the model sees)"
+    verbose_name_plural = "Curation: what the model sees instead of the source definition"
+
+    def _tool_admin_may(self, request: HttpRequest, obj: Any, what: str) -> bool:
+        # Curating a tool is changing it: whoever may change the tool may curate it.
+        tool_admin = self.admin_site._registry[Tool]
+        return bool(getattr(tool_admin, f"has_{what}_permission")(request, obj))
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._tool_admin_may(request, obj, "view")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is not None and self._tool_admin_may(request, obj, "change")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._tool_admin_may(request, obj, "change")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._tool_admin_may(request, obj, "change")
+
+
 class ToolAdmin(CatalogEntryAdmin):
     """Registered by ``tools_app.admin``, which adds the test-call page (a runs feature)."""
 
     form = ToolForm
     spec = ToolSpec
+    inlines = (ToolCurationInline,)
     list_display = ("name", "title", "catalog", "handler_name", "execution_mode", "enabled", "version", "updated_at")
     list_filter = (
         "enabled",
@@ -243,7 +292,7 @@ class ToolAdmin(CatalogEntryAdmin):
         ("tenant", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("name", "title", "description", "tenant__slug")
-    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview")
+    readonly_fields = ("version", "created_at", "updated_at", "mcp_preview", "curation_side_by_side")
     fieldsets = (
         (None, {"fields": ("tenant", "name", "title", "description", "enabled")}),
         ("Schemas", {"fields": ("input_schema", "output_schema")}),
@@ -278,6 +327,67 @@ class ToolAdmin(CatalogEntryAdmin):
         ),
         CatalogEntryAdmin.history,
     )
+
+    def get_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is None:
+            return ()  # a tool is curated once it exists
+        if request.method == "POST" and f"{CURATION_PREFIX}-TOTAL_FORMS" not in request.POST:
+            # A post without the curation's forms (a script that fills in the tool's fields)
+            # leaves the curation as it is, rather than failing on the missing formset.
+            return ()
+        return self.inlines
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None:
+            return fieldsets
+        side_by_side = {
+            "fields": ("curation_side_by_side",),
+            "description": "The fields above are the source definition (what an import or an upstream refresh "
+            "writes). The curation below changes what the model sees, and survives re-imports.",
+        }
+        return (*fieldsets, ("Source definition | curated definition", side_by_side))
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        if formset.model is not ToolCuration:
+            super().save_formset(request, form, formset, change)
+            return
+        tool = form.instance
+        for inline in formset.forms:
+            if not hasattr(inline, "cleaned_data") or not inline.has_changed():
+                continue
+            if inline.cleaned_data.get("DELETE"):
+                tool_curation_delete(tool=tool)
+            else:
+                tool_curate(tool=tool, fields={name: inline.cleaned_data.get(name) for name in CURATION_FIELDS})
+        # What the change message reads of a saved formset.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+
+    @admin.display(description="Source | published")
+    def curation_side_by_side(self, obj: Tool) -> SafeString | str:
+        saved = Tool.objects.filter(pk=obj.pk).select_related("curation").first() if obj.pk is not None else None
+        if saved is None:
+            return "Save the tool to curate it."
+        source = json.dumps(ToolSpec.from_model(saved, curated=False).wire, indent=2, ensure_ascii=False)
+        published = json.dumps(ToolSpec.from_model(saved).wire, indent=2, ensure_ascii=False)
+        curation = ToolCuration.objects.filter(tool=saved).first()
+        problems = apply_curation(saved.input_schema, curation.arguments, strict=False).problems if curation else ()
+        notes = format_html_join(
+            "", '<li class="curation-problem">{}</li>', ((f"Left out, the source changed: {p}",) for p in problems)
+        )
+        return format_html(
+            '<table class="curation-side-by-side"><thead><tr><th>Source definition</th><th>Curated definition '
+            "(what clients see)</th></tr></thead><tbody><tr>"
+            '<td><pre class="curation-source" style="{}">{}</pre></td>'
+            '<td><pre class="curation-published" style="{}">{}</pre></td>'
+            "</tr></tbody></table>{}{}",
+            PREVIEW_STYLE,
+            source,
+            PREVIEW_STYLE,
+            published,
+            format_html("<ul>{}</ul>", notes) if problems else "",
+            "" if curation else "Not curated: clients see the source definition.",
+        )
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, Any, Any, list[Any]]:
         """For tenant admins, platform rules on a tool protect it: the delete page and the bulk

@@ -50,7 +50,7 @@ def _digest(*groups: Iterable[_Versioned]) -> str:
 class VisibleSet:
     tools: tuple[ToolSpec, ...]
     by_name: dict[str, ToolSpec]
-    digest: str  # changes exactly when the listed tools (or their versions) change
+    digest: str  # changes exactly when the listed tools (or their versions or curations) change
     resources: tuple[ResourceSpec, ...] = ()
     resource_by_uri: dict[str, ResourceSpec] = field(default_factory=dict)
     templates: tuple[TemplateSpec, ...] = ()
@@ -112,7 +112,7 @@ class TenantTools:
             resources = tuple(visible_entries(self.resources, self.rules, principal))
             templates = tuple(visible_entries(self.templates, self.rules, principal))
             prompts = tuple(visible_entries(self.prompts, self.rules, principal))
-            digest = hashlib.sha256("|".join(f"{t.id}:{t.version}" for t in tools).encode()).hexdigest()
+            digest = hashlib.sha256("|".join(f"{t.id}:{t.revision}" for t in tools).encode()).hexdigest()
             found = VisibleSet(
                 tools=tools,
                 by_name={t.name: t for t in tools},

@@ -14,8 +14,13 @@ from django.forms.fields import InvalidJSONInput, JSONString
 from mcp_platform.mcp.text import unstorable
 from tenants.forms import NameListField, ScopeListField
 from tools_app.catalog.backend_kinds import config_choices
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
-from tools_app.catalog.services import catalog_key_clash, tool_check_platform_rules
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
+from tools_app.catalog.services import (
+    CURATION_FIELDS,
+    catalog_key_clash,
+    tool_check_platform_rules,
+    tool_curation_check,
+)
 
 JSON_TEXTAREA_ATTRS = {
     "rows": 12,
@@ -306,3 +311,44 @@ class PromptForm(CatalogEntryForm):
     class Meta:
         model = Prompt
         fields = "__all__"
+
+
+class ToolCurationForm(forms.ModelForm[ToolCuration]):
+    """The curation on a tool's page, checked against the tool as the same form submits it
+    (the formset hands it the tool's edited instance)."""
+
+    arguments = PrettyJSONField(
+        label="Argument rules",
+        required=False,
+        empty={},
+        rows=8,
+        help_text='Per argument of the source inputSchema, e.g. {"account": {"hidden": true, "value": "acme"}, '
+        '"limit": {"default": 20, "maximum": 50}, "status": {"enum": ["open"]}}. Keys: hidden, value (hidden '
+        "only), default, enum, minimum, maximum, minLength, maxLength, pattern, title, description. Rules may "
+        "only narrow the source (a wider one is refused).",
+    )
+
+    class Meta:
+        model = ToolCuration
+        fields = ("name", "title", "description", "arguments")
+
+    def __init__(self, *args: Any, tool: Tool | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool = tool  # the tool as this submission edits it (see ToolCurationFormSet)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        tool = self.tool if self.tool is not None else self.instance.tool
+        probe = ToolCuration(tool=tool, **{name: cleaned.get(name) for name in CURATION_FIELDS})
+        if not probe.is_empty() and not cleaned.get("DELETE"):
+            probe.pk = self.instance.pk
+            tool_curation_check(probe)
+        return cleaned
+
+
+class ToolCurationFormSet(forms.BaseInlineFormSet[ToolCuration, Tool, forms.ModelForm[ToolCuration]]):
+    """Hands each form the tool being edited: the curation is checked against the schema as
+    submitted with it, not as it was saved."""
+
+    def get_form_kwargs(self, index: int | None) -> dict[str, Any]:
+        return {**super().get_form_kwargs(index), "tool": self.instance}

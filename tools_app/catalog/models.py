@@ -612,3 +612,53 @@ class PendingDefinition(models.Model):
         tool = _related_or_none(self, "tool")
         name = tool.name if tool is not None else f"tool #{self.tool_id}"
         return f"{name}: {', '.join(sorted(self.diff))} ({self.status})"
+
+
+class ToolCuration(models.Model):
+    """What the model sees of a tool instead of its source definition (see
+    ``tools_app.catalog.curation``). Kept apart from the tool's fields, which imports and
+    upstream refreshes overwrite, so it survives them; applied when the catalog is loaded."""
+
+    tool = models.OneToOneField(Tool, on_delete=models.CASCADE, related_name="curation")
+    name = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[TOOL_NAME_VALIDATOR],
+        help_text="The name clients list and call; empty: the tool's own.",
+    )
+    title = models.CharField(max_length=200, blank=True, help_text="Empty: the tool's own.")
+    description = models.TextField(blank=True, help_text="Empty: the tool's own.")
+    arguments = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Rules per argument, e.g. {"account": {"hidden": true, "value": "acme"}, "limit": {"default": 20, '
+        '"maximum": 50}, "status": {"enum": ["open"]}}. Keys: hidden, value, default, enum, minimum, maximum, '
+        "minLength, maxLength, pattern, title, description.",
+    )
+    version = models.PositiveIntegerField(default=1, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "tool curation"
+
+    def __str__(self) -> str:
+        tool = _related_or_none(self, "tool")
+        return f"curation of {tool if tool is not None else f'tool #{self.tool_id}'}"
+
+    @property
+    def tenant_id(self) -> int | None:
+        """The tool's catalog (the change audit files the curation under it)."""
+        tool = _related_or_none(self, "tool")
+        return tool.tenant_id if tool is not None else None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Moves on every write, like a catalog entry's version: clients' list fingerprints include it.
+        if self.pk is not None and not kwargs.get("force_insert"):
+            self.version = F("version") + 1
+            super().save(*args, **kwargs)
+            self.refresh_from_db(fields=["version"])
+            return
+        super().save(*args, **kwargs)
+
+    def is_empty(self) -> bool:
+        return not (self.name or self.title or self.description or self.arguments)

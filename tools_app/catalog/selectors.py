@@ -71,7 +71,10 @@ def tool_metric_labels(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str]
 
 
 def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:
-    tools = tuple(ToolSpec.from_model(t) for t in tools_available_to(tenant_id).filter(enabled=True))
+    # Curations ride along (one join): the snapshot holds tools as published.
+    tools = tuple(
+        ToolSpec.from_model(t) for t in tools_available_to(tenant_id).filter(enabled=True).select_related("curation")
+    )
     rules = []
     for rule in rules_for_tenant(tenant_id).prefetch_related("api_keys"):
         key_ids = frozenset(k.pk for k in rule.api_keys.all())

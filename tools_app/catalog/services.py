@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from tenants.models import ApiKey, Tenant
+from tools_app.catalog.curation import CurationProblem, apply_curation
 from tools_app.catalog.definitions import (
     EntryDefinition,
     PromptDefinition,
@@ -19,7 +20,8 @@ from tools_app.catalog.definitions import (
     ResourceTemplateDefinition,
     ToolDefinition,
 )
-from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
+from tools_app.catalog.schemas import SchemaProblem, check_object_schema
 from tools_app.catalog.selectors import platform_rules_targeting
 
 
@@ -158,7 +160,12 @@ def catalog_key_clash(entry: CatalogEntry) -> str:
     value = getattr(entry, key)
     # tenant_id=None is the platform catalog (IS NULL); django-stubs rejects None in a lookup.
     rows = type(entry)._default_manager.filter(**{key: value}, tenant_id=entry.tenant_id)  # type: ignore[misc]
-    if not rows.exclude(pk=entry.pk).exists():
+    taken = rows.exclude(pk=entry.pk).exists()
+    if not taken and isinstance(entry, Tool):
+        # Another tool of the catalog may publish this name through its curation.
+        curated = ToolCuration.objects.filter(name=value, tool__tenant_id=entry.tenant_id)  # type: ignore[misc]
+        taken = curated.exclude(tool_id=entry.pk).exists()
+    if not taken:
         return ""
     where = "the platform catalog" if entry.tenant_id is None else f"tenant {entry.tenant}"
     named = "at" if key == "uri" else "named"
@@ -223,3 +230,61 @@ def catalog_entry_install(
         return catalog_entry_create(model=model, tenant=tenant, fields=fields)
     changed = {name: value for name, value in fields.items() if getattr(entry, name) != value}
     return catalog_entry_update(entry=entry, changes=changed) if changed else entry
+
+
+CURATION_FIELDS = ("name", "title", "description", "arguments")
+
+
+def tool_curation_check(curation: ToolCuration) -> None:
+    """Raise ValidationError (per field) unless ``curation`` fits its tool: a valid name free in
+    the tool's catalog (among names and other curations' names), argument rules that only hide,
+    preset, narrow or re-word what the tool's source inputSchema has (a wider rule is refused),
+    and a published inputSchema that is still a valid schema."""
+    errors: dict[str, list[Any]] = {}
+    try:
+        curation.full_clean(exclude=["tool"], validate_constraints=False)
+    except ValidationError as exc:
+        errors = exc.update_error_dict(errors)
+    tool = curation.tool
+    if curation.name and "name" not in errors and curation.name != tool.name:
+        probe = Tool(tenant_id=tool.tenant_id, name=curation.name)
+        probe.pk = tool.pk  # its own curation and row do not count
+        clash = catalog_key_clash(probe)
+        if clash:
+            errors["name"] = [clash]
+    if "arguments" not in errors:
+        try:
+            applied = apply_curation(tool.input_schema, curation.arguments, strict=True)
+            check_object_schema(applied.input_schema, label="the curated inputSchema")
+        except (CurationProblem, SchemaProblem) as exc:
+            errors["arguments"] = [str(exc)]
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def tool_curate(*, tool: Tool, fields: dict[str, Any]) -> ToolCuration | None:
+    """Set what the model sees of ``tool`` (``fields``: name, title, description, arguments;
+    empty or missing ones fall back to the tool's source). A curation left with nothing in it
+    is deleted (None). Audited and announced like any catalog change (signals)."""
+    unknown = set(fields) - set(CURATION_FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown curation fields: {', '.join(sorted(unknown))}.")
+    curation = ToolCuration.objects.select_for_update().filter(tool=tool).first() or ToolCuration(tool=tool)
+    for name in CURATION_FIELDS:
+        empty: Any = {} if name == "arguments" else ""
+        setattr(curation, name, fields.get(name) or empty)
+    if curation.is_empty():
+        if curation.pk is not None:
+            curation.delete()
+        return None
+    tool_curation_check(curation)
+    curation.save()
+    return curation
+
+
+@transaction.atomic
+def tool_curation_delete(*, tool: Tool) -> None:
+    """Publish the tool's source definition again."""
+    for curation in ToolCuration.objects.filter(tool=tool):
+        curation.delete()

@@ -16,7 +16,7 @@ from django.dispatch import receiver
 
 from tenants.models import ApiKey, Tenant
 from tools_app.catalog.changes import catalog_changed, resource_updated
-from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool
+from tools_app.catalog.models import AccessRule, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
 from tools_app.catalog.services import access_rules_disable_unnarrowed
 
 
@@ -24,6 +24,11 @@ from tools_app.catalog.services import access_rules_disable_unnarrowed
 @receiver([post_save, post_delete], sender=ResourceTemplate)
 @receiver([post_save, post_delete], sender=Prompt)
 def _entry_changed(instance: Tool | ResourceTemplate | Prompt, **_: Any) -> None:
+    catalog_changed(instance.tenant_id)
+
+
+@receiver([post_save, post_delete], sender=ToolCuration)
+def _curation_changed(instance: ToolCuration, **_: Any) -> None:
     catalog_changed(instance.tenant_id)
 
 

@@ -12,13 +12,33 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.core.exceptions import ObjectDoesNotExist
+
+from tools_app.catalog.curation import apply_curation, backend_arguments
 from tools_app.catalog.schemas import compile_validator, mcp_header_params
 from tools_app.catalog.uri_templates import UriTemplateMatcher, compile_template
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
 
-    from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
+    from tools_app.catalog.models import (
+        AccessRule,
+        CatalogEntry,
+        Prompt,
+        Resource,
+        ResourceTemplate,
+        Tool,
+        ToolCuration,
+    )
+
+
+def _curation_of(tool: Tool) -> ToolCuration | None:
+    if tool.pk is None:
+        return None
+    try:
+        return tool.curation
+    except ObjectDoesNotExist:
+        return None
 
 
 def _listed(value: Any) -> bool:
@@ -111,17 +131,70 @@ class ToolSpec(EntrySpec):
     execution_mode: str
     task_support: str
     confirmation: str = "destructive"  # the tool's own policy; rules may tighten it per caller
+    # Curation (tools_app.catalog.curation): name, title, description and input_schema above are
+    # the published ones; these say what the source called it and what the backend gets besides.
+    source_name: str = ""
+    fixed_arguments: dict[str, Any] = field(default_factory=dict)
+    default_arguments: dict[str, Any] = field(default_factory=dict)
+    hidden_arguments: frozenset[str] = frozenset()
+    curation_version: int = 0  # 0: not curated
 
     @classmethod
-    def from_model(cls, tool: Tool) -> ToolSpec:
-        return cls(
+    def from_model(cls, tool: Tool, *, curated: bool = True) -> ToolSpec:
+        """The tool as published: its curation applied (``curated=False``: the source as it is).
+
+        The curation is read from ``tool.curation`` (one query unless the caller used
+        ``select_related("curation")``, as the catalog snapshot does)."""
+        fields = {
             **cls.entry_fields(tool),
-            input_schema=tool.input_schema,
-            output_schema=tool.output_schema,
-            annotations=tool.annotations(),
-            execution_mode=tool.execution_mode,
-            task_support=tool.task_support,
-            confirmation=tool.confirmation,
+            "input_schema": tool.input_schema,
+            "output_schema": tool.output_schema,
+            "annotations": tool.annotations(),
+            "execution_mode": tool.execution_mode,
+            "task_support": tool.task_support,
+            "confirmation": tool.confirmation,
+            "source_name": tool.name,
+        }
+        if curated:
+            curation = _curation_of(tool)
+            if curation is not None:
+                fields.update(cls.curated_fields(tool, curation))
+        return cls(**fields)
+
+    @staticmethod
+    def curated_fields(tool: Tool, curation: ToolCuration) -> dict[str, Any]:
+        """The fields ``curation`` replaces; what no longer fits the source is left out (see
+        ``apply_curation``), so loading a catalog never fails on a stale curation."""
+        applied = apply_curation(tool.input_schema, curation.arguments, strict=False)
+        return {
+            "name": curation.name or tool.name,
+            "title": curation.title or tool.title,
+            "description": curation.description or tool.description,
+            "input_schema": applied.input_schema,
+            "fixed_arguments": applied.fixed,
+            "default_arguments": applied.defaults,
+            "hidden_arguments": applied.hidden,
+            "curation_version": curation.version,
+        }
+
+    @property
+    def match_names(self) -> tuple[str, ...]:
+        """A pattern rule matches the published name or the source's: renaming a tool never
+        takes it out of a deny rule written for its source name."""
+        if self.source_name and self.source_name != self.name:
+            return (self.name, self.source_name)
+        return (self.name,)
+
+    @property
+    def revision(self) -> str:
+        """What moves when what clients see of the tool moves: its row or its curation."""
+        return f"{self.version}.{self.curation_version}"
+
+    def backend_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """What the backend receives for a client's validated arguments (hidden ones dropped,
+        defaults filled in, fixed values set)."""
+        return backend_arguments(
+            arguments, fixed=self.fixed_arguments, defaults=self.default_arguments, hidden=self.hidden_arguments
         )
 
     def wire_fields(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from django.urls import URLPattern, path
 
 from tools_app.catalog.forms import PrettyJSONField
 from tools_app.catalog.models import Tool
+from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.trial_calls import tool_test_call
 
 PRE_STYLE = (
@@ -42,9 +43,11 @@ class TestCallForm(forms.Form):
 
 
 def _example_arguments(tool: Tool) -> dict[str, Any]:
-    """A starting point for the form: each required property with a placeholder of its type."""
+    """A starting point for the form: each required property with a placeholder of its type, as
+    the published (curated) schema asks a client for them."""
     placeholders = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
-    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    published = ToolSpec.from_model(tool).input_schema
+    schema = published if isinstance(published, dict) else {}
     properties = schema.get("properties", {})
     example = {}
     for name in schema.get("required", []):

@@ -106,6 +106,8 @@ def _ended(ctx: ToolContext, outcome: Outcome, result: dict[str, Any], message: 
 
 async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> Any:
     backend = backend_for(tool.backend_kind)
+    # Validated against the published (curated) schema; the backend gets the source's shape.
+    arguments = tool.backend_arguments(arguments)
     # Only idempotent tools may run twice: a retry of anything else could repeat a side effect.
     retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
     attempt = 0

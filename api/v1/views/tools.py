@@ -16,8 +16,10 @@ from api.access import require_role
 from api.v1.serializers.tools import (
     TestCallRequestSerializer,
     TestCallResultSerializer,
+    ToolCurationSerializer,
     ToolSerializer,
     ToolValidationSerializer,
+    curation_view,
 )
 from api.v1.views.base import WRITE_ROLES, ScopedViewSet
 from api.v1.views.params import TENANT_PARAM, bool_param, query_bool, query_str
@@ -60,6 +62,10 @@ class ToolViewSet(
         # A test call runs the tool for real, side effects included: for those who may change
         # it, as in the admin.
         "test_call": Role.ADMIN,
+        # Changing what the model sees of a tool is changing the tool.
+        "curation_replace": Role.ADMIN,
+        "curation_update": Role.ADMIN,
+        "curation_delete": Role.ADMIN,
     }
 
     def get_queryset(self) -> QuerySet[Tool]:
@@ -150,3 +156,55 @@ class ToolViewSet(
             "duration_ms": outcome.duration_ms,
         }
         return Response(TestCallResultSerializer(data).data, status=status.HTTP_200_OK)
+
+    @extend_schema(
+        operation_id="tools_curation_retrieve",
+        responses=ToolCurationSerializer,
+        description="What the model sees of this tool: the curation (overrides of name, title and description, "
+        "argument rules), next to the tool's source definition and the published one.",
+    )
+    @action(detail=True, methods=["get"], url_path="curation", url_name="curation")
+    def curation(self, request: Request, pk: str | None = None) -> Response:
+        return Response(ToolCurationSerializer(curation_view(self.get_object())).data)
+
+    def _curate(self, request: Request, *, partial: bool) -> Response:
+        tool = self.get_object()
+        body = ToolCurationSerializer(data=request.data, partial=partial)
+        body.is_valid(raise_exception=True)
+        fields = dict(body.validated_data)
+        if partial:
+            current = curation_view(tool)
+            fields = {name: fields.get(name, current[name]) for name in catalog_services.CURATION_FIELDS}
+        catalog_services.tool_curate(tool=tool, fields=fields)
+        return Response(ToolCurationSerializer(curation_view(tool)).data)
+
+    @extend_schema(
+        operation_id="tools_curation_replace",
+        request=ToolCurationSerializer,
+        responses=ToolCurationSerializer,
+        description="Replace the curation (fields left out fall back to the source); an empty one removes it. "
+        "Kept across re-imports and refreshes; audited; clients get list_changed.",
+    )
+    @curation.mapping.put
+    def curation_replace(self, request: Request, pk: str | None = None) -> Response:
+        return self._curate(request, partial=False)
+
+    @extend_schema(
+        operation_id="tools_curation_update",
+        request=ToolCurationSerializer(partial=True),
+        responses=ToolCurationSerializer,
+        description="Change some fields of the curation; the others stay.",
+    )
+    @curation.mapping.patch
+    def curation_update(self, request: Request, pk: str | None = None) -> Response:
+        return self._curate(request, partial=True)
+
+    @extend_schema(
+        operation_id="tools_curation_delete",
+        responses={204: None},
+        description="Remove the curation: clients see the source definition again.",
+    )
+    @curation.mapping.delete
+    def curation_delete(self, request: Request, pk: str | None = None) -> Response:
+        catalog_services.tool_curation_delete(tool=self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)
