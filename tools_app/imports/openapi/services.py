@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from tenants.models import Tenant
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create, catalog_entry_update
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entries_create, catalog_entry_update
 from tools_app.imports.openapi.document import (
     DocumentProblem,
     check_structure,
@@ -254,16 +254,24 @@ def openapi_import(
         },
     )
     links = {link.operation: link for link in record.operations.select_related("tool")}
-    done: list[PlannedTool] = []
+    # New tools in one batch (checked, audited and published as one by one, in a few queries).
+    creates = [planned for planned in plan.tools if planned.action == "create"]
+    batch = catalog_entries_create(model=Tool, tenant=tenant, rows=[planned.draft.fields for planned in creates])
+    refused = dict(batch.refused)
+    made = iter(batch.created)
+    dropped: set[int] = set()  # id() of the planned tools the catalog refused
     new_links: list[OpenApiOperation] = []
+    for index, planned in enumerate(creates):
+        if index in refused:
+            plan.skipped.append(_refusal(planned.draft, refused[index]))
+            dropped.add(id(planned))
+            continue
+        new_links.append(_link(record, next(made), planned.draft))
     for planned in plan.tools:
         draft = planned.draft
         # No savepoint of our own: the catalog refuses (ValidationError) before it writes anything.
         try:
-            if planned.action == "create":
-                tool = catalog_entry_create(model=Tool, tenant=tenant, fields=draft.fields)
-                new_links.append(_link(record, tool, draft))
-            elif planned.action == "update":
+            if planned.action == "update":
                 link = links[draft.operation]
                 changes = {key: draft.fields[key] for key in planned.changes}
                 catalog_entry_update(entry=link.tool, changes=changes)
@@ -272,13 +280,10 @@ def openapi_import(
                 link.operation_id = draft.operation_id[:500]
                 link.save(update_fields=["definition_sha256", "source_definition", "operation_id"])
         except ValidationError as exc:
-            messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
-            place = place_of(("paths", draft.source["path"], draft.source["method"]))
-            plan.skipped.append(SkippedOperation(draft.operation, f"{place}: refused by the catalog: {messages}"))
-            continue
-        done.append(planned)
+            plan.skipped.append(_refusal(draft, exc))
+            dropped.add(id(planned))
     OpenApiOperation.objects.bulk_create(new_links)
-    plan.tools = done
+    plan.tools = [planned for planned in plan.tools if id(planned) not in dropped]
     if grant and tenant is not None:
         access_rule_grant_pattern(
             tenant=tenant,
@@ -287,6 +292,12 @@ def openapi_import(
             kind=AccessRule.Kind.TOOL,
         )
     return plan
+
+
+def _refusal(draft: ToolDraft, exc: ValidationError) -> SkippedOperation:
+    messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
+    place = place_of(("paths", draft.source["path"], draft.source["method"]))
+    return SkippedOperation(draft.operation, f"{place}: refused by the catalog: {messages}")
 
 
 def _definition_hash(draft: ToolDraft) -> str:
