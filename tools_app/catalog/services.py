@@ -228,7 +228,7 @@ def catalog_entries_create(*, model: type[E], tenant: Tenant | None, rows: list[
         raise TypeError(f"{model.__name__} computes fields in save(); create its entries one by one")
     key = model.catalog_key
     taken = set(
-        model._default_manager.filter(tenant_id=tenant.pk if tenant is not None else None).values_list(key, flat=True)  # type: ignore[misc]
+        model._default_manager.filter(tenant_id=tenant.pk if tenant is not None else None).values_list(key, flat=True)
     )
     where = "the platform catalog" if tenant is None else f"tenant {tenant}"
     named = "at" if key == "uri" else "named"

@@ -111,6 +111,7 @@ class ToolSpec(EntrySpec):
     execution_mode: str
     task_support: str
     confirmation: str = "destructive"  # the tool's own policy; rules may tighten it per caller
+    always_visible: bool = False  # listed next to the search tool in search mode
 
     @classmethod
     def from_model(cls, tool: Tool) -> ToolSpec:
@@ -122,6 +123,7 @@ class ToolSpec(EntrySpec):
             execution_mode=tool.execution_mode,
             task_support=tool.task_support,
             confirmation=tool.confirmation,
+            always_visible=tool.always_visible,
         )
 
     def wire_fields(self) -> dict[str, Any]:
@@ -269,6 +271,7 @@ class RuleSpec:
     subjects: frozenset[str] = field(default_factory=frozenset)
     groups: frozenset[str] = field(default_factory=frozenset)
     confirmation: str = ""  # a stricter confirmation policy for the callers it applies to
+    always_visible: bool = False  # an allow rule whose tools search mode lists
 
     @property
     def narrowed(self) -> bool:
@@ -290,4 +293,5 @@ class RuleSpec:
             subjects=frozenset(rule.oauth_subjects or []),
             groups=frozenset(rule.oauth_groups or []),
             confirmation=rule.confirmation,
+            always_visible=rule.always_visible,
         )

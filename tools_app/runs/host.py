@@ -26,6 +26,7 @@ from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache
+from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import content, limits
 from tools_app.runs.context import Caller, ToolContext
@@ -88,10 +89,20 @@ class PlatformToolHost:
             raise _auth_error(exc) from None
 
     async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            return None  # the search tool (a catalog tool of that name is out of reach in search mode)
         return (await self._cache.visible(identity)).by_name.get(name)
+
+    def _lists_by_search(self, identity: Principal) -> bool:
+        """Whether the caller's endpoint is in search mode (the tenant's setting or its key's)."""
+        tenant = self._directory.cached(identity)
+        return tenant is not None and tenant.lists_by_search(identity.key_prefix if identity.key_id else "")
 
     async def list_tools(self, identity: Principal) -> list[Tool]:
         visible = await self._cache.visible(identity)
+        if self._lists_by_search(identity):
+            listed = [SEARCH_TOOL, *(tool.wire for tool in visible.pinned if tool.name != SEARCH_TOOL_NAME)]
+            return cast("list[Tool]", listed)
         return cast("list[Tool]", [tool.wire for tool in visible.tools])
 
     async def revalidate(self, identity: Principal) -> Principal | None:
@@ -102,7 +113,10 @@ class PlatformToolHost:
         return list(tool.header_params) if tool is not None else []
 
     async def visible_digests(self, identity: Principal) -> Mapping[str, str]:
-        return (await self._cache.visible(identity)).digests
+        visible = await self._cache.visible(identity)
+        if self._lists_by_search(identity):  # the list is the search tool and the pinned tools
+            return {**visible.digests, "tools": visible.search_digest}
+        return visible.digests
 
     # --- resources, prompts, completion (tools_app.runs.content) ---------------------------
 
@@ -132,6 +146,8 @@ class PlatformToolHost:
         return await content.complete(await self._cache.visible(identity), ref, argument, value, context)
 
     async def task_support(self, identity: Principal, name: str) -> str | None:
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            return "forbidden"
         tool = await self._tool(identity, name)
         return tool.task_support if tool is not None else None
 
@@ -162,6 +178,16 @@ class PlatformToolHost:
                 record = tracing.stream_record(link.session_id, link.stream_id, settings.MCP_EVENT_TTL_SECONDS)
                 if record is not None:
                     command_batch().run([record]).add_done_callback(_consume)
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            # Ranks only what ``visible`` holds: the caller's tools, as tools/list would show them.
+            # The index is built on a caller's first search (a second or so for a few thousand
+            # tools): in a thread, so the event loop serves other requests meanwhile.
+            built = "search_index" in vars(visible)
+            index = visible.search_index if built else await asyncio.to_thread(lambda: visible.search_index)
+            result, problem = search_call(index, arguments)
+            outcome = Outcome.INVALID_ARGUMENTS if problem else Outcome.COMPLETED
+            await journal.append(row(outcome=outcome, error_message=problem, duration_ms=_ms_since(clock)))
+            return result
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
