@@ -1,6 +1,17 @@
-"""Twenty queries for the search tool over GitHub's REST API as imported (prefix ``gh_``),
-written from the operations' summaries and descriptions in other words, with the tool each
-should find."""
+"""GitHub's REST API as a tenant's catalog of 1,223 tools (``@octokit/openapi``, installed with
+npm by scripts/openapi_corpus.sh) and twenty queries for the search tool over it, written from
+the operations' summaries and descriptions in other words, each with the tool it should find."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DESCRIPTION = ROOT / ".conf/openapi-directory/node_modules/@octokit/openapi/generated/api.github.com.json"
+PREFIX = "gh_"
 
 QUERIES: list[tuple[str, str]] = [
     ("remove the people assigned to an issue", "gh_issues_remove-assignees"),
@@ -24,3 +35,20 @@ QUERIES: list[tuple[str, str]] = [
     ("deploy keys of a repository", "gh_repos_list-deploy-keys"),
     ("read the README of a repository", "gh_repos_get-readme"),
 ]
+
+
+def github_description() -> Path:
+    """The description's path; installs it once, or skips the test (saying why) without npm."""
+    if not DESCRIPTION.is_file():
+        try:
+            subprocess.run([str(ROOT / "scripts" / "openapi_corpus.sh")], check=True, timeout=900)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"GitHub's OpenAPI description could not be installed with npm: {exc}")
+    return DESCRIPTION
+
+
+def hit_rates(results: dict[str, list[str]]) -> tuple[int, int]:
+    """How many of ``QUERIES`` found their tool first, and among the first five."""
+    first = sum(1 for query, wanted in QUERIES if results[query][:1] == [wanted])
+    five = sum(1 for query, wanted in QUERIES if wanted in results[query][:5])
+    return first, five
