@@ -37,6 +37,25 @@ QUERIES: list[tuple[str, str]] = [
 ]
 
 
+# Written after the ranking's weights were chosen, from operations drawn at random (seed 2026),
+# and never used to tune it: how it does on queries it was not fitted to.
+HELD_OUT: list[tuple[str, str]] = [
+    ("choose which repositories may use an organization's agent secret", "gh_agents_set-selected-repos-for-org-secret"),
+    ("let an app push to a protected branch", "gh_repos_add-app-access-restrictions"),
+    ("how many people viewed a repository in the last two weeks", "gh_repos_get-views"),
+    ("members of a team (old endpoint)", "gh_teams_list-members-legacy"),
+    ("token to register a self-hosted runner for an organization", "gh_actions_create-registration-token-for-org"),
+    (
+        "define custom properties for an organization's repositories",
+        "gh_orgs_custom-properties-for-repos-create-or-update-organization-definitions",
+    ),
+    ("my social media accounts", "gh_users_list-social-accounts-for-authenticated-user"),
+    ("mark an issue as blocked by another issue", "gh_issues_add-blocked-by-dependency"),
+    ("delete my migration archive", "gh_migrations_delete-archive-for-authenticated-user"),
+    ("stack several pull requests", "gh_pull-request-stacks_create"),
+]
+
+
 def github_description() -> Path:
     """The description's path; installs it once, or skips the test (saying why) without npm."""
     if not DESCRIPTION.is_file():
@@ -47,8 +66,8 @@ def github_description() -> Path:
     return DESCRIPTION
 
 
-def hit_rates(results: dict[str, list[str]]) -> tuple[int, int]:
-    """How many of ``QUERIES`` found their tool first, and among the first five."""
-    first = sum(1 for query, wanted in QUERIES if results[query][:1] == [wanted])
-    five = sum(1 for query, wanted in QUERIES if wanted in results[query][:5])
+def hit_rates(queries: list[tuple[str, str]], results: dict[str, list[str]]) -> tuple[int, int]:
+    """How many of ``queries`` found their tool first, and among the first five."""
+    first = sum(1 for query, wanted in queries if results[query][:1] == [wanted])
+    five = sum(1 for query, wanted in queries if wanted in results[query][:5])
     return first, five
