@@ -8,29 +8,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import httpx2
 import pytest
+from django.db import connection
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from audit.models import Invocation, Outcome
-from tenants.models import ToolListing
+from tenants.models import Tenant, ToolListing
 from tenants.services import api_key_create, tenant_create
 from tests.mcp.github_catalog import HELD_OUT, PREFIX, QUERIES, github_description, hit_rates
 from tests.mcp.live import LIVE_PAGE_SIZE
 from tests.mcp.sdk_modern import RoundRobin
-from tests.poll import wait_for
+from tests.poll import wait_for, wait_for_async
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_create, access_rule_grant_pattern, catalog_entry_create
+from tools_app.catalog.services import (
+    access_rule_create,
+    access_rule_delete,
+    access_rule_grant_pattern,
+    catalog_entry_create,
+)
 from tools_app.imports.openapi.services import ImportOptions, openapi_import, read_source
 
 pytestmark = pytest.mark.live
+T = TypeVar("T")
 
 TENANT = "live-search"
 DENIED = "gh_issues_*"  # what the "narrow" key may not see
@@ -198,3 +205,45 @@ def test_a_key_can_list_every_tool_while_its_tenant_searches(server, search_worl
                 await client.call_tool("search_tools", {"query": "merge"})
 
     asyncio.run(scenario())
+
+
+def test_a_rule_added_mid_session_takes_tools_out_of_search_on_both_servers(live_servers, search_world, orm):
+    """Revocation: a deny rule saved while a client searches hides the tools from its very next
+    search on either process, and calls to them are refused; lifting it brings them back."""
+
+    async def names(client: Client) -> list[str]:
+        return await _search(client, "merge a pull request", 25)
+
+    async def scenario() -> None:
+        async with _modern(live_servers, search_world.keys["full"]) as client:
+            assert "gh_pulls_merge" in await names(client)
+            rule = await asyncio.to_thread(_in_thread, _deny_pulls)
+            try:
+                # The rule's commit moved the tenant's generation: no stale index on either server.
+                for _ in range(len(live_servers)):
+                    assert not [name for name in await names(client) if name.startswith("gh_pulls_")]
+                with pytest.raises(MCPError, match="Unknown tool"):
+                    await client.call_tool("gh_pulls_merge", {"owner": "o", "repo": "r", "pull_number": 1})
+            finally:
+                await asyncio.to_thread(_in_thread, lambda: access_rule_delete(rule=rule))
+            await wait_for_async(
+                lambda: _contains(names(client), "gh_pulls_merge"), message="the tools back once the rule is gone"
+            )
+
+    asyncio.run(scenario())
+
+
+async def _contains(found: Awaitable[list[str]], name: str) -> bool:
+    return name in await found
+
+
+def _deny_pulls() -> AccessRule:
+    tenant = Tenant.objects.get(slug=TENANT)
+    return access_rule_create(fields={"effect": AccessRule.Effect.DENY, "tenant": tenant, "tool_pattern": "gh_pulls_*"})
+
+
+def _in_thread(write: Callable[[], T]) -> T:
+    try:
+        return write()
+    finally:
+        connection.close()  # a thread's connection would keep the test database from being dropped
