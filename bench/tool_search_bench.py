@@ -85,7 +85,8 @@ def main() -> None:
     splits, builds, queries = [], [], []
     results: dict[str, list[str]] = {}
     for _ in range(args.runs):
-        tools = github_tools()  # fresh specs: nothing split yet
+        tools = github_tools()
+        search.forget_split_words()
         started = time.perf_counter()
         for tool in tools:
             search.search_terms_of(tool)
