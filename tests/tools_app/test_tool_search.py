@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from mcp_platform.mcp.calls import CallLink
+from mcp_platform.mcp.jsonrpc import JsonRpcError
 from tenants.auth import tenant_directory
 from tenants.models import Tenant, ToolListing
 from tenants.principal import Principal
@@ -130,3 +131,17 @@ def test_the_tenants_setting_and_a_keys_override_choose_list_or_search(acme, mak
     api_key_update(key=key, changes={"tool_listing": ToolListing.LIST})  # the key overrides its tenant
     listed, found, _ = _host_view(_principal(acme, key))
     assert listed == ["pinned", "refund_payment"] and found is None
+
+
+@pytest.mark.django_db
+def test_searches_count_against_the_tenants_call_limit(acme, make_key, make_tool, grant) -> None:
+    tenant_update(tenant=acme, changes={"tool_listing": ToolListing.SEARCH, "calls_per_minute": 1})
+    make_tool("refund_payment", tenant=acme, description="Refund a card payment.")
+    grant(acme, "*")
+    principal = _principal(acme, make_key(acme, "ops")[0])
+    _, found, _ = _host_view(principal)  # the minute's one call
+    assert [tool["name"] for tool in found["structuredContent"]["tools"]] == ["refund_payment"]
+    # The next is refused (or, should the minute have just turned, the one after it).
+    with pytest.raises(JsonRpcError, match="calls per minute"):
+        for _ in range(2):
+            _host_view(principal)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,7 +25,7 @@ from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTa
 from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
-from tools_app.catalog.cache import CatalogCache
+from tools_app.catalog.cache import CatalogCache, VisibleSet
 from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import content, limits
@@ -179,15 +179,7 @@ class PlatformToolHost:
                 if record is not None:
                     command_batch().run([record]).add_done_callback(_consume)
         if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
-            # Ranks only what ``visible`` holds: the caller's tools, as tools/list would show them.
-            # The index is built on a caller's first search (a second or so for a few thousand
-            # tools): in a thread, so the event loop serves other requests meanwhile.
-            built = "search_index" in vars(visible)
-            index = visible.search_index if built else await asyncio.to_thread(lambda: visible.search_index)
-            result, problem = search_call(index, arguments)
-            outcome = Outcome.INVALID_ARGUMENTS if problem else Outcome.COMPLETED
-            await journal.append(row(outcome=outcome, error_message=problem, duration_ms=_ms_since(clock)))
-            return result
+            return await self._search(identity, visible, arguments, row, clock)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
@@ -233,6 +225,34 @@ class PlatformToolHost:
             else:
                 await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
+
+    async def _search(
+        self,
+        identity: Principal,
+        visible: VisibleSet,
+        arguments: dict[str, Any],
+        row: Callable[..., dict[str, Any]],
+        clock: float,
+    ) -> dict[str, Any]:
+        """A call of the search tool: counted against the tenant's limits and recorded like any
+        call; it ranks only what ``visible`` holds (the caller's tools, as tools/list shows them)."""
+        try:
+            holds_slot = await self._take_slot(identity)
+        except limits.LimitExceeded as exc:
+            await journal.append(row(outcome=Outcome.DENIED, error_message=exc.message))
+            raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        recorded = None
+        try:
+            # The index is built on a caller's first search (tenths of a second for a thousand
+            # tools): in a thread, so the event loop serves other requests meanwhile.
+            built = "search_index" in vars(visible)
+            index = visible.search_index if built else await asyncio.to_thread(lambda: visible.search_index)
+            result, problem = search_call(index, arguments)
+            outcome = Outcome.INVALID_ARGUMENTS if problem else Outcome.COMPLETED
+            recorded = row(outcome=outcome, error_message=problem, duration_ms=_ms_since(clock))
+        finally:
+            await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+        return result
 
     async def recover_run(self, run_id: str, worker: str) -> None:
         await recover_run(run_id, worker)
