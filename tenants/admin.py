@@ -186,6 +186,7 @@ class TenantAdmin(TenantScopedAdmin):
     fieldsets = (
         (None, {"fields": ("slug", "name", "endpoint", "is_active", "allow_anonymous", "api_keys_enabled")}),
         ("Limits", {"fields": ("calls_per_minute", "max_concurrent_calls")}),
+        ("Tools", {"fields": ("tool_listing",)}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
 
@@ -259,9 +260,9 @@ class ApiKeyAdmin(TenantScopedAdmin):
     actions = ("revoke_keys",)
     created_template = "admin/tenants/apikey/created.html"
 
-    add_fieldsets = ((None, {"fields": ("tenant", "name", "scopes", "expires_at")}),)
+    add_fieldsets = ((None, {"fields": ("tenant", "name", "scopes", "expires_at", "tool_listing")}),)
     change_fieldsets = (
-        (None, {"fields": ("tenant", "name", "scopes", "expires_at")}),
+        (None, {"fields": ("tenant", "name", "scopes", "expires_at", "tool_listing")}),
         ("Key", {"fields": ("prefix", "key_hash", "status", "revoked_at", "last_used_at", "created_at", "created_by")}),
     )
     change_readonly_fields = (
@@ -311,6 +312,7 @@ class ApiKeyAdmin(TenantScopedAdmin):
             scopes=obj.scopes,
             expires_at=obj.expires_at,
             created_by=cast(User, request.user),
+            tool_listing=obj.tool_listing,
         )
         # The admin carries on (history entry, response) with the form's instance.
         for field in ApiKey._meta.concrete_fields:

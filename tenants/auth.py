@@ -74,6 +74,7 @@ class KeyRecord:
     scopes: frozenset[str]
     expires_at: datetime | None
     revoked: bool
+    tool_listing: str = ""  # empty: the tenant's
 
 
 @dataclass(frozen=True, eq=False)
@@ -89,6 +90,13 @@ class TenantRecord:
     generation: generations.Generation
     loaded_at: float
     keys_by_prefix: dict[str, KeyRecord]
+    tool_listing: str = "list"
+
+    def lists_by_search(self, key_prefix: str) -> bool:
+        """Whether tools/list answers this credential (an API key's prefix; "" for OAuth and
+        anonymous callers) with the search tool instead of every tool."""
+        key = self.keys_by_prefix.get(key_prefix) if key_prefix else None
+        return ((key.tool_listing if key is not None else "") or self.tool_listing) == "search"
 
 
 def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
@@ -104,6 +112,7 @@ def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
             scopes=frozenset(key.scopes or []),
             expires_at=key.expires_at,
             revoked=key.revoked_at is not None,
+            tool_listing=key.tool_listing,
         )
         for key in api_keys_of(tenant)
     }
@@ -117,6 +126,7 @@ def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
         generation=generation,
         loaded_at=time.monotonic(),
         keys_by_prefix=records,
+        tool_listing=tenant.tool_listing,
     )
 
 

@@ -66,7 +66,7 @@ class ApiKeyAddForm(forms.ModelForm[ApiKey]):
 
     class Meta:
         model = ApiKey
-        fields = ["tenant", "name", "scopes", "expires_at"]
+        fields = ["tenant", "name", "scopes", "expires_at", "tool_listing"]
 
     def clean_expires_at(self) -> Any:
         expires_at = self.cleaned_data.get("expires_at")
@@ -80,7 +80,7 @@ class ApiKeyChangeForm(forms.ModelForm[ApiKey]):
 
     class Meta:
         model = ApiKey
-        fields = ["name", "scopes", "expires_at"]
+        fields = ["name", "scopes", "expires_at", "tool_listing"]
 
 
 class MembershipForm(forms.ModelForm[Membership]):

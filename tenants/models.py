@@ -12,6 +12,14 @@ from django.utils import timezone
 SCOPE_VALIDATOR = RegexValidator(r"^[A-Za-z0-9_.:-]{1,64}$", "Scopes are 1-64 characters of A-Z a-z 0-9 _ . : -")
 
 
+class ToolListing(models.TextChoices):
+    """How an endpoint answers tools/list: every visible tool, or a search tool (for catalogs of
+    hundreds of tools) plus the tools pinned as always visible."""
+
+    LIST = "list", "List every visible tool"
+    SEARCH = "search", "Search: list a search tool and the always-visible tools"
+
+
 class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True, help_text="Used in the endpoint URL: /mcp/<slug>")
     name = models.CharField(max_length=200)
@@ -29,6 +37,13 @@ class Tenant(models.Model):
     )
     max_concurrent_calls = models.PositiveIntegerField(
         null=True, blank=True, help_text="Upper bound on calls running at once; empty for no limit."
+    )
+    tool_listing = models.CharField(
+        max_length=8,
+        choices=ToolListing.choices,
+        default=ToolListing.LIST,
+        help_text="Search suits catalogs too large to list: clients find tools with the search tool and call "
+        "them by name. An API key may override it.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -67,6 +82,12 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64, editable=False)
     scopes = models.JSONField(default=list, blank=True, help_text='List of scope strings, e.g. ["tools:read"].')
     expires_at = models.DateTimeField(null=True, blank=True)
+    tool_listing = models.CharField(
+        max_length=8,
+        choices=ToolListing.choices,
+        blank=True,
+        help_text="How tools/list answers this key; empty: as the tenant's setting says.",
+    )
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

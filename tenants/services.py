@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from tenants import keys
-from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant
+from tenants.models import SCOPE_VALIDATOR, ApiKey, Membership, Tenant, ToolListing
 
 TENANT_FIELDS = (
     "slug",
@@ -21,6 +21,7 @@ TENANT_FIELDS = (
     "api_keys_enabled",
     "calls_per_minute",
     "max_concurrent_calls",
+    "tool_listing",
 )
 
 
@@ -34,6 +35,7 @@ def tenant_create(
     is_active: bool = True,
     calls_per_minute: int | None = None,
     max_concurrent_calls: int | None = None,
+    tool_listing: str = ToolListing.LIST,
 ) -> Tenant:
     tenant = Tenant(
         slug=slug,
@@ -43,6 +45,7 @@ def tenant_create(
         is_active=is_active,
         calls_per_minute=calls_per_minute,
         max_concurrent_calls=max_concurrent_calls,
+        tool_listing=tool_listing,
     )
     tenant.full_clean()
     tenant.save()
@@ -85,6 +88,7 @@ def api_key_create(
     scopes: list[str] | None = None,
     expires_at: datetime | None = None,
     created_by: User | None = None,
+    tool_listing: str = "",
 ) -> tuple[ApiKey, str]:
     """Create a key; returns it with the raw key, which is never stored or shown again."""
     scopes = list(scopes or [])
@@ -102,18 +106,19 @@ def api_key_create(
         prefix=generated.prefix,
         key_hash=generated.hashed,
         created_by=created_by,
+        tool_listing=tool_listing,
     )
     key.full_clean(exclude=["prefix", "key_hash"])
     key.save()
     return key, generated.raw
 
 
-API_KEY_EDITABLE_FIELDS = ("name", "scopes", "expires_at")
+API_KEY_EDITABLE_FIELDS = ("name", "scopes", "expires_at", "tool_listing")
 
 
 @transaction.atomic
 def api_key_update(*, key: ApiKey, changes: dict[str, Any]) -> ApiKey:
-    """Rename a key, change its scopes or its expiry (None: never expires)."""
+    """Rename a key, change its scopes, its expiry (None: never expires) or its tool listing ("": the tenant's)."""
     unknown = set(changes) - set(API_KEY_EDITABLE_FIELDS)
     if unknown:
         raise ValueError(f"not editable key fields: {sorted(unknown)}")
@@ -127,6 +132,8 @@ def api_key_update(*, key: ApiKey, changes: dict[str, Any]) -> ApiKey:
         raise ValidationError({"expires_at": "The expiry must be in the future."})
     if "expires_at" in changes:
         key.expires_at = expires_at
+    if "tool_listing" in changes:
+        key.tool_listing = changes["tool_listing"] or ""
     if "name" in changes:
         _check_key_name_free(tenant_id=key.tenant_id, name=changes["name"], exclude_pk=key.pk)
         key.name = changes["name"]

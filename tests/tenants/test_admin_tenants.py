@@ -149,9 +149,10 @@ def test_tenant_admin_views_own_tenant_read_only(acme_admin_client: Client, acme
 
 
 def test_superuser_creates_a_tenant(admin_client: Client) -> None:
-    response = admin_client.post(url("tenant_add"), {"slug": "initech", "name": "Initech", "is_active": "on"})
+    data = {"slug": "initech", "name": "Initech", "is_active": "on", "tool_listing": "search"}
+    response = admin_client.post(url("tenant_add"), data)
     assert response.status_code == 302
-    assert Tenant.objects.filter(slug="initech").exists()
+    assert Tenant.objects.get(slug="initech").tool_listing == "search"
 
 
 # --- API keys -----------------------------------------------------------------------

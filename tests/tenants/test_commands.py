@@ -30,6 +30,17 @@ def test_create_public_tenant(db: Any) -> None:
     assert Tenant.objects.get(slug="public").allow_anonymous is True
 
 
+def test_a_tenant_and_a_key_in_search_mode(db: Any) -> None:
+    run("create_tenant", "big", "--name", "Big", "--tool-listing", "search")
+    assert Tenant.objects.get(slug="big").tool_listing == "search"
+    run("create_api_key", "big", "--name", "lister", "--tool-listing", "list")
+    assert ApiKey.objects.get(name="lister").tool_listing == "list"
+    run("create_api_key", "big", "--name", "default")
+    assert ApiKey.objects.get(name="default").tool_listing == ""  # as the tenant says
+    with pytest.raises(CommandError, match="tool-listing"):
+        run("create_tenant", "bad", "--name", "Bad", "--tool-listing", "grep")
+
+
 def test_create_tenant_with_duplicate_slug_fails(acme) -> None:
     with pytest.raises(CommandError, match="slug"):
         run("create_tenant", "acme", "--name", "Another Acme")

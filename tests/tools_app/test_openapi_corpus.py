@@ -150,8 +150,10 @@ def test_githubs_full_description_previews_and_imports_in_seconds(corpus: Path, 
     )
     assert len(plan.tools) >= 1000
     assert Tool.objects.filter(tenant=acme, tags__contains=[f"openapi:{plan.source_name}"]).count() == len(plan.tools)
-    # The target is 10 s; measured 22 s (1.4 s preview, 20.5 s import: the catalog's per-tool checks and saves).
-    assert imported - started < 40
+    # The target is 10 s. Measured (median of 3, 2 shared cores): 6.0 s with a save per tool, 3.9 s
+    # (3.8-4.0) since new tools are created in one batch; under a load average of 7-9, 14.5 s
+    # against 7.8 s. The bound leaves room for a loaded machine.
+    assert imported - started < 20
     # Importing the same document again changes nothing.
     again = openapi_preview(source=source, tenant=acme, options=ImportOptions(prefix="gh_"))
     assert again.count("unchanged") == len(plan.tools) and not again.document_changed

@@ -138,6 +138,7 @@ class AccessRuleAdmin(_CatalogScopedAdmin):
                 "strictest policy of the tool and every rule that applies wins; empty: no change).",
             },
         ),
+        ("Search mode", {"fields": ("always_visible",)}),
         (None, {"fields": ("enabled", "note")}),
         ("History", {"fields": ("created_at", "updated_at", "created_by")}),
     )
@@ -311,7 +312,7 @@ class ToolAdmin(CatalogEntryAdmin):
                 "the callers they apply to, never looser.",
             },
         ),
-        ("Presentation and matching", {"fields": ("icons", "tags")}),
+        ("Presentation and matching", {"fields": ("icons", "tags", "always_visible")}),
         (
             "Backend",
             {

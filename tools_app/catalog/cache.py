@@ -19,6 +19,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 from asgiref.sync import sync_to_async
@@ -26,9 +27,10 @@ from django.conf import settings
 
 from tenants.auth import TenantDirectory, TenantRecord, tenant_directory
 from tenants.principal import Principal
+from tools_app.catalog.search import SearchIndex
 from tools_app.catalog.selectors import CatalogSnapshot, catalog_snapshot, resource_content
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
-from tools_app.catalog.visibility import confirmation_for, visible_entries, visible_tools
+from tools_app.catalog.visibility import always_visible, confirmation_for, visible_entries, visible_tools
 
 MAX_ENTRIES = 10_000
 
@@ -46,6 +48,11 @@ def _digest(*groups: Iterable[_Versioned]) -> str:
     return hashlib.sha256("#".join(parts).encode()).hexdigest()
 
 
+def _tools_digest(tools: Iterable[ToolSpec]) -> str:
+    # A tool's revision moves with its row and with its curation (what clients see of it).
+    return hashlib.sha256("|".join(f"{t.id}:{t.revision}" for t in tools).encode()).hexdigest()
+
+
 @dataclass(frozen=True)
 class VisibleSet:
     tools: tuple[ToolSpec, ...]
@@ -61,6 +68,15 @@ class VisibleSet:
     digests: dict[str, str] = field(default_factory=dict)
     # The confirmation policy of each tool for this caller, by name (rules may tighten the tool's).
     confirmations: dict[str, str] = field(default_factory=dict)
+    # Search mode: the tools listed next to the search tool, and the fingerprint of that list.
+    pinned: tuple[ToolSpec, ...] = ()
+    search_digest: str = ""
+
+    @cached_property
+    def search_index(self) -> SearchIndex:
+        """The search tool's index over exactly these tools, built on the first search and kept
+        as long as this set (until the catalog changes)."""
+        return SearchIndex(self.tools)
 
     def confirmation(self, tool: ToolSpec) -> str:
         return self.confirmations.get(tool.name, tool.confirmation)
@@ -112,7 +128,9 @@ class TenantTools:
             resources = tuple(visible_entries(self.resources, self.rules, principal))
             templates = tuple(visible_entries(self.templates, self.rules, principal))
             prompts = tuple(visible_entries(self.prompts, self.rules, principal))
-            digest = hashlib.sha256("|".join(f"{t.id}:{t.revision}" for t in tools).encode()).hexdigest()
+            digest = _tools_digest(tools)
+            pinned = tuple(t for t in tools if always_visible(t, self.rules, principal))
+            search_digest = "search:" + _tools_digest(pinned)
             found = VisibleSet(
                 tools=tools,
                 by_name={t.name: t for t in tools},
@@ -125,6 +143,8 @@ class TenantTools:
                 prompt_by_name={p.name: p for p in prompts},
                 digests={"tools": digest, "resources": _digest(resources, templates), "prompts": _digest(prompts)},
                 confirmations={t.name: confirmation_for(t, self.rules, principal) for t in tools},
+                pinned=pinned,
+                search_digest=search_digest,
             )
             if len(self._visible) >= MAX_ENTRIES:  # OAuth subjects are many; keep it bounded
                 self._visible.clear()

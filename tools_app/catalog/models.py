@@ -180,6 +180,10 @@ class Tool(CatalogEntry):
     task_support = models.CharField(max_length=16, choices=TaskSupport.choices, default=TaskSupport.FORBIDDEN)
     # Background tools run on workers for up to a day; the others' reads answer a client waiting inline.
     timeout_seconds = models.FloatField(default=30.0, validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)])
+    always_visible = models.BooleanField(
+        default=False,
+        help_text="On endpoints in search mode, list this tool next to the search tool (callers who may see it).",
+    )
     confirmation = models.CharField(
         max_length=16,
         choices=Confirmation.choices,
@@ -292,6 +296,11 @@ class AccessRule(models.Model):
         blank=True,
         help_text="A stricter confirmation policy for the callers this rule applies to (empty: the tool's). "
         "The strictest applicable policy wins: a rule can tighten a tool's policy, never loosen it.",
+    )
+    always_visible = models.BooleanField(
+        default=False,
+        help_text="An allow rule's tools are listed next to the search tool on endpoints in search mode, for the "
+        "callers the rule applies to.",
     )
     enabled = models.BooleanField(
         default=True,

@@ -5,13 +5,16 @@ the ``catalog_entry_*`` functions."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from audit.services import audit_created_many
 from tenants.models import ApiKey, Tenant
+from tools_app.catalog.changes import catalog_changed
 from tools_app.catalog.curation import CurationProblem, apply_curation
 from tools_app.catalog.definitions import (
     EntryDefinition,
@@ -203,6 +206,62 @@ def catalog_entry_save(*, entry: E) -> E:
 def catalog_entry_create(*, model: type[E], tenant: Tenant | None, fields: dict[str, Any]) -> E:
     """A new entry, private to ``tenant`` or (None) in the platform catalog."""
     return catalog_entry_save(entry=model(tenant=tenant, **fields))
+
+
+@dataclass
+class BatchCreated(Generic[E]):
+    """What ``catalog_entries_create`` did: the entries it made, and for each refused one its
+    index in the input and the catalog's ValidationError (messages per field)."""
+
+    created: list[E]
+    refused: list[tuple[int, ValidationError]]
+
+
+@transaction.atomic
+def catalog_entries_create(*, model: type[E], tenant: Tenant | None, rows: list[dict[str, Any]]) -> BatchCreated[E]:
+    """Many new entries in one catalog, each checked as ``catalog_entry_create`` checks it, with
+    the same audit rows and one change publish; for imports of hundreds of entries.
+
+    What ``catalog_entry_create`` does per entry in seven queries (a savepoint and its release,
+    the tenant's existence, the name's, the INSERT, the audit row's tenant and INSERT) is done
+    here once for all: the catalog's names are read once (and names repeated within ``rows``
+    refused like taken ones), the entries and their audit rows are written with ``bulk_create``
+    (which sends no signals, so the audit and the change publish are called directly). Measured
+    on GitHub's description (1,223 tools): 6.2 s one by one, see README "OpenAPI import".
+    A refused entry writes nothing; the others are still created. Only for kinds whose rows are
+    complete without ``save()`` (a resource's ``save`` computes its size, so it is refused).
+    """
+    if model.save is not CatalogEntry.save:
+        raise TypeError(f"{model.__name__} computes fields in save(); create its entries one by one")
+    key = model.catalog_key
+    taken = set(
+        model._default_manager.filter(tenant_id=tenant.pk if tenant is not None else None).values_list(key, flat=True)
+    )
+    where = "the platform catalog" if tenant is None else f"tenant {tenant}"
+    named = "at" if key == "uri" else "named"
+    fresh: list[E] = []
+    refused: list[tuple[int, ValidationError]] = []
+    for index, fields in enumerate(rows):
+        entry = model(tenant=tenant, **fields)
+        errors: dict[str, list[Any]] = {}
+        try:
+            # The tenant was given as an instance, so its row exists: skip the per-entry lookup.
+            entry.full_clean(exclude=["tenant"], validate_constraints=False)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        value = getattr(entry, key)
+        if key not in errors and value in taken:
+            errors[key] = [f"A {model._meta.verbose_name} {named} {value!r} already exists in {where}."]
+        if errors:
+            refused.append((index, ValidationError(errors)))
+            continue
+        taken.add(value)
+        fresh.append(entry)
+    created = model._default_manager.bulk_create(fresh, batch_size=500)
+    if created:
+        audit_created_many(list(created), tenant=tenant)
+        catalog_changed(tenant.pk if tenant is not None else None)
+    return BatchCreated(created, refused)
 
 
 def catalog_entry_update(*, entry: E, changes: dict[str, Any]) -> E:

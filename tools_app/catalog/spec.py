@@ -138,6 +138,7 @@ class ToolSpec(EntrySpec):
     default_arguments: dict[str, Any] = field(default_factory=dict)
     hidden_arguments: frozenset[str] = frozenset()
     curation_version: int = 0  # 0: not curated
+    always_visible: bool = False  # listed next to the search tool in search mode
 
     @classmethod
     def from_model(cls, tool: Tool, *, curated: bool = True) -> ToolSpec:
@@ -153,6 +154,7 @@ class ToolSpec(EntrySpec):
             "execution_mode": tool.execution_mode,
             "task_support": tool.task_support,
             "confirmation": tool.confirmation,
+            "always_visible": tool.always_visible,
             "source_name": tool.name,
         }
         if curated:
@@ -342,6 +344,7 @@ class RuleSpec:
     subjects: frozenset[str] = field(default_factory=frozenset)
     groups: frozenset[str] = field(default_factory=frozenset)
     confirmation: str = ""  # a stricter confirmation policy for the callers it applies to
+    always_visible: bool = False  # an allow rule whose tools search mode lists
 
     @property
     def narrowed(self) -> bool:
@@ -363,4 +366,5 @@ class RuleSpec:
             subjects=frozenset(rule.oauth_subjects or []),
             groups=frozenset(rule.oauth_groups or []),
             confirmation=rule.confirmation,
+            always_visible=rule.always_visible,
         )

@@ -124,3 +124,16 @@ def confirmation_for(tool: ToolSpec, rules: Iterable[RuleSpec], principal: Princ
         if rule.confirmation and rule_applies(rule, principal) and rule_targets(rule, tool)
     )
     return tightest((tool.confirmation, *named))
+
+
+def always_visible(tool: ToolSpec, rules: Iterable[RuleSpec], principal: Principal) -> bool:
+    """Whether search mode lists ``tool`` (visible to ``principal``) next to the search tool: the
+    tool is pinned, or an applicable allow rule that may grant it is."""
+    return tool.always_visible or any(
+        rule.always_visible
+        and rule.allow
+        and (rule.owner_id is None or tool.tenant_id == rule.owner_id)
+        and rule_applies(rule, principal)
+        and rule_targets(rule, tool)
+        for rule in rules
+    )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,7 +25,8 @@ from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTa
 from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
-from tools_app.catalog.cache import CatalogCache
+from tools_app.catalog.cache import CatalogCache, VisibleSet
+from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import content, limits
 from tools_app.runs.context import Caller, ToolContext
@@ -88,10 +89,20 @@ class PlatformToolHost:
             raise _auth_error(exc) from None
 
     async def _tool(self, identity: Principal, name: str) -> ToolSpec | None:
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            return None  # the search tool (a catalog tool of that name is out of reach in search mode)
         return (await self._cache.visible(identity)).by_name.get(name)
+
+    def _lists_by_search(self, identity: Principal) -> bool:
+        """Whether the caller's endpoint is in search mode (the tenant's setting or its key's)."""
+        tenant = self._directory.cached(identity)
+        return tenant is not None and tenant.lists_by_search(identity.key_prefix if identity.key_id else "")
 
     async def list_tools(self, identity: Principal) -> list[Tool]:
         visible = await self._cache.visible(identity)
+        if self._lists_by_search(identity):
+            listed = [SEARCH_TOOL, *(tool.wire for tool in visible.pinned if tool.name != SEARCH_TOOL_NAME)]
+            return cast("list[Tool]", listed)
         return cast("list[Tool]", [tool.wire for tool in visible.tools])
 
     async def revalidate(self, identity: Principal) -> Principal | None:
@@ -102,7 +113,10 @@ class PlatformToolHost:
         return list(tool.header_params) if tool is not None else []
 
     async def visible_digests(self, identity: Principal) -> Mapping[str, str]:
-        return (await self._cache.visible(identity)).digests
+        visible = await self._cache.visible(identity)
+        if self._lists_by_search(identity):  # the list is the search tool and the pinned tools
+            return {**visible.digests, "tools": visible.search_digest}
+        return visible.digests
 
     # --- resources, prompts, completion (tools_app.runs.content) ---------------------------
 
@@ -132,6 +146,8 @@ class PlatformToolHost:
         return await content.complete(await self._cache.visible(identity), ref, argument, value, context)
 
     async def task_support(self, identity: Principal, name: str) -> str | None:
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            return "forbidden"
         tool = await self._tool(identity, name)
         return tool.task_support if tool is not None else None
 
@@ -162,6 +178,8 @@ class PlatformToolHost:
                 record = tracing.stream_record(link.session_id, link.stream_id, settings.MCP_EVENT_TTL_SECONDS)
                 if record is not None:
                     command_batch().run([record]).add_done_callback(_consume)
+        if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
+            return await self._search(identity, visible, arguments, row, clock)
         if tool is None:
             if journal.allow_denied(identity.subject):
                 await journal.append(row(outcome=Outcome.DENIED, error_message="Unknown or forbidden tool"))
@@ -213,6 +231,34 @@ class PlatformToolHost:
             else:
                 await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
         return finished.result
+
+    async def _search(
+        self,
+        identity: Principal,
+        visible: VisibleSet,
+        arguments: dict[str, Any],
+        row: Callable[..., dict[str, Any]],
+        clock: float,
+    ) -> dict[str, Any]:
+        """A call of the search tool: counted against the tenant's limits and recorded like any
+        call; it ranks only what ``visible`` holds (the caller's tools, as tools/list shows them)."""
+        try:
+            holds_slot = await self._take_slot(identity)
+        except limits.LimitExceeded as exc:
+            await journal.append(row(outcome=Outcome.DENIED, error_message=exc.message))
+            raise JsonRpcError(SERVER_ERROR, exc.message) from None
+        recorded = None
+        try:
+            # The index is built on a caller's first search (tenths of a second for a thousand
+            # tools): in a thread, so the event loop serves other requests meanwhile.
+            built = "search_index" in vars(visible)
+            index = visible.search_index if built else await asyncio.to_thread(lambda: visible.search_index)
+            result, problem = search_call(index, arguments)
+            outcome = Outcome.INVALID_ARGUMENTS if problem else Outcome.COMPLETED
+            recorded = row(outcome=outcome, error_message=problem, duration_ms=_ms_since(clock))
+        finally:
+            await self._end_call(identity.tenant_id, release_slot=holds_slot, record=recorded)
+        return result
 
     async def recover_run(self, run_id: str, worker: str) -> None:
         await recover_run(run_id, worker)

@@ -80,6 +80,7 @@ class AccessRuleSerializer(serializers.ModelSerializer):
             "oauth_groups",
             "scopes",
             "confirmation",
+            "always_visible",
             "note",
             "created_at",
             "updated_at",

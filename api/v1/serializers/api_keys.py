@@ -27,6 +27,7 @@ class ApiKeySerializer(serializers.ModelSerializer):
             "prefix",
             "scopes",
             "expires_at",
+            "tool_listing",
             "status",
             "revoked_at",
             "last_used_at",

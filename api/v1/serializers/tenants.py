@@ -24,6 +24,7 @@ class TenantSerializer(serializers.ModelSerializer):
             "api_keys_enabled",
             "calls_per_minute",
             "max_concurrent_calls",
+            "tool_listing",
             "endpoint",
             "created_at",
             "updated_at",

@@ -34,7 +34,8 @@ class ToolSerializer(CatalogEntrySerializer):
         fields = [
             *ENTRY_FIELDS[:5], "input_schema", "output_schema", "read_only_hint", "destructive_hint",
             "idempotent_hint", "open_world_hint", *ENTRY_FIELDS[5:7], "backend_kind", "backend_config",
-            "execution_mode", "task_support", "timeout_seconds", "confirmation", ENTRY_FIELDS[7], *TAIL_FIELDS,
+            "execution_mode", "task_support", "timeout_seconds", "confirmation", "always_visible", ENTRY_FIELDS[7],
+            *TAIL_FIELDS,
         ]  # fmt: skip
 
 

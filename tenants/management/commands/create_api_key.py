@@ -7,7 +7,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils.dateparse import parse_datetime
 
 from mcp_platform.commands import AuditedCommand
-from tenants.models import Tenant
+from tenants.models import Tenant, ToolListing
 from tenants.services import api_key_create
 
 
@@ -19,6 +19,12 @@ class Command(AuditedCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--scopes", nargs="*", default=[], help="Scope strings, e.g. tools:read")
         parser.add_argument("--expires-at", help="ISO 8601 date-time, e.g. 2027-01-01T00:00:00Z")
+        parser.add_argument(
+            "--tool-listing",
+            choices=ToolListing.values,
+            default="",
+            help="How tools/list answers this key (list or search); default: as its tenant says.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["slug"]).first()
@@ -33,7 +39,11 @@ class Command(AuditedCommand):
                 )
         try:
             key, raw = api_key_create(
-                tenant=tenant, name=options["name"], scopes=options["scopes"], expires_at=expires_at
+                tenant=tenant,
+                name=options["name"],
+                scopes=options["scopes"],
+                expires_at=expires_at,
+                tool_listing=options["tool_listing"],
             )
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from None

@@ -24,7 +24,7 @@ from django.utils import timezone
 from tenants.models import Tenant
 from tools_app.catalog.models import AccessRule, PendingDefinition, Tool
 from tools_app.catalog.pinning import definition_offer, tools_with_pending
-from tools_app.catalog.services import access_rule_grant_pattern, catalog_entry_create, catalog_entry_update
+from tools_app.catalog.services import access_rule_grant_pattern, catalog_entries_create, catalog_entry_update
 from tools_app.imports.openapi.document import (
     DocumentProblem,
     check_structure,
@@ -267,17 +267,25 @@ def openapi_import(
     )
     links = {link.operation: link for link in record.operations.select_related("tool")}
     proposing = tools_with_pending([link.tool_id for link in links.values()])
-    done: list[PlannedTool] = []
+    # New tools in one batch (checked, audited and published as one by one, in a few queries).
+    creates = [planned for planned in plan.tools if planned.action == "create"]
+    batch = catalog_entries_create(model=Tool, tenant=tenant, rows=[planned.draft.fields for planned in creates])
+    refused = dict(batch.refused)
+    made = iter(batch.created)
+    dropped: set[int] = set()  # id() of the planned tools the catalog refused
     new_links: list[OpenApiOperation] = []
+    for index, planned in enumerate(creates):
+        if index in refused:
+            plan.skipped.append(_refusal(planned.draft, refused[index]))
+            dropped.add(id(planned))
+            continue
+        new_links.append(_link(record, next(made), planned.draft))
     for planned in plan.tools:
         draft = planned.draft
         # No savepoint of our own: the catalog refuses (ValidationError) before it writes anything
         # (but a re-import's tag change, written before a refused definition, stays).
         try:
-            if planned.action == "create":
-                tool = catalog_entry_create(model=Tool, tenant=tenant, fields=draft.fields)
-                new_links.append(_link(record, tool, draft))
-            elif planned.action in ("update", "park"):
+            if planned.action in ("update", "park"):
                 link = links[draft.operation]
                 _apply(record, link.tool, planned, plan)
                 link.definition_sha256 = _definition_hash(draft)
@@ -288,13 +296,10 @@ def openapi_import(
                 # The document is back to the pinned definition: its proposal is withdrawn.
                 _offer(record, links[draft.operation].tool, draft, PINNED_FIELDS, approve=False)
         except ValidationError as exc:
-            messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
-            place = place_of(("paths", draft.source["path"], draft.source["method"]))
-            plan.skipped.append(SkippedOperation(draft.operation, f"{place}: refused by the catalog: {messages}"))
-            continue
-        done.append(planned)
+            plan.skipped.append(_refusal(draft, exc))
+            dropped.add(id(planned))
     OpenApiOperation.objects.bulk_create(new_links)
-    plan.tools = done
+    plan.tools = [planned for planned in plan.tools if id(planned) not in dropped]
     if grant and tenant is not None:
         access_rule_grant_pattern(
             tenant=tenant,
@@ -329,6 +334,12 @@ def _apply(record: OpenApiSource, tool: Tool, planned: PlannedTool, plan: Import
         plan.notes.append(f"{planned.draft.name}: an admin rejected this definition; the tool keeps the pinned one")
         planned.changes = list(loose)
         planned.action = "update" if loose else "unchanged"
+
+
+def _refusal(draft: ToolDraft, exc: ValidationError) -> SkippedOperation:
+    messages = "; ".join(f"{key}: {' '.join(value)}" for key, value in exc.message_dict.items())
+    place = place_of(("paths", draft.source["path"], draft.source["method"]))
+    return SkippedOperation(draft.operation, f"{place}: refused by the catalog: {messages}")
 
 
 def _definition_hash(draft: ToolDraft) -> str:
