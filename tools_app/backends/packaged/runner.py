@@ -107,7 +107,12 @@ class Runner:
         host = self.advertise or (self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname())
         self.base_url = f"http://{host}:{port}"
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+            self.app,
+            interface="asgi3",
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
         )
         server = uvicorn.Server(config)
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))

@@ -33,6 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.getLogger("tools_app.backends.packaged").setLevel(logging.INFO)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
 
         async def main() -> None:
             stop = asyncio.Event()
