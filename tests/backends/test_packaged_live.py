@@ -18,7 +18,9 @@ from typing import Any
 
 import httpx2
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.test import Client as WebClient
 from django.test import override_settings
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -239,3 +241,43 @@ def test_killing_an_instance_mid_call_ends_the_call_and_the_next_call_starts_a_f
             assert status is not None and status["restarts"] >= 1 and "signal 9" in status["last_error"]
 
     asyncio.run(scenario())
+
+
+def test_readyz_says_whether_untrusted_packages_run(world: World) -> None:
+    body = httpx2.get(f"{world.servers[1].url}/readyz", timeout=10).json()
+    assert body["status"] == "ok"
+    packaged = body["packaged_servers"]
+    assert packaged["runners"] == 1
+    expected = "sandboxed" if packaged["sandbox"] != ["none"] else "run without a sandbox (TOOLBAY_SANDBOX_OPTOUT)"
+    assert packaged["untrusted_packages"] == expected
+
+
+def test_operators_see_instances_and_stop_one(world: World, django_db_blocker: Any) -> None:
+    upstream, tenant = world.upstreams["time"], world.tenant_ids["pk-alpha"]
+
+    async def call() -> str:
+        async with _client(world, "pk-alpha") as mcp:
+            result = await mcp.call_tool("time.get_current_time", {"timezone": "UTC"})
+            return str(json.loads(result.content[0].text)["timezone"])
+
+    assert asyncio.run(call()) == "UTC"
+    pid = running_pid(upstream, tenant)
+    with django_db_blocker.unblock():
+        users = get_user_model().objects
+        admin, stranger = WebClient(), WebClient()
+        admin.force_login(users.create_superuser("pk-admin", password="x"))
+        # Staff of no tenant: they cannot see or stop it (the same 404 as a missing instance).
+        stranger.force_login(users.create_user("pk-stranger", password="x", is_staff=True))
+        page = admin.get("/admin/packaged-instances/")
+        assert page.status_code == 200
+        html = page.content.decode()
+        assert f'value="{upstream}:{tenant}"' in html and "mcp-server-time@2026.10.19" in html and str(pid) in html
+        assert f'value="{upstream}:{tenant}"' not in stranger.get("/admin/packaged-instances/").content.decode()
+        refused = stranger.post("/admin/packaged-instances/", {"scope": f"{upstream}:{tenant}", "action": "stop"})
+        assert refused.status_code == 404
+        assert running_pid(upstream, tenant) == pid
+        stopped = admin.post("/admin/packaged-instances/", {"scope": f"{upstream}:{tenant}", "action": "stop"})
+        assert stopped.status_code == 302
+    wait_for(lambda: instance_status(upstream, tenant) is None, timeout=10, message="the instance to stop")
+    assert asyncio.run(call()) == "UTC"  # the next call starts a fresh instance
+    assert running_pid(upstream, tenant) not in (None, pid)

@@ -3,6 +3,7 @@ opened, the package installed (once per version per machine) and the install rec
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -164,3 +165,14 @@ def launch_of(upstream_id: int) -> Launch:
         fingerprint=fingerprint({**values, "secrets": secrets_now}),
         secret_values=tuple(secret_values),
     )
+
+
+def preinstall_enabled() -> None:
+    """Install every enabled npm/PyPI server on this machine (a runner does it when it starts),
+    so a first call here does not wait for an install; failures are recorded, not raised."""
+    servers = UpstreamServer.objects.filter(
+        enabled=True, kind__in=[UpstreamServer.Kind.NPM, UpstreamServer.Kind.PYPI]
+    ).order_by("pk")
+    for server in servers:  # one install per version; the rest find it in the cache
+        with contextlib.suppress(InstallError):
+            install_server(server)

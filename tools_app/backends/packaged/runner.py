@@ -34,7 +34,7 @@ from django.conf import settings
 from mcp_platform.redis_clients import async_redis
 from tools_app.backends.packaged import locator
 from tools_app.backends.packaged.instance import Instance, InstanceFailed
-from tools_app.backends.packaged.launch import Launch, LaunchRefused, fingerprints, launch_of
+from tools_app.backends.packaged.launch import Launch, LaunchRefused, fingerprints, launch_of, preinstall_enabled
 from tools_app.backends.packaged.sandbox import SandboxSpec, sandbox_status, spawn
 from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamSession
 from tools_app.backends.upstream.federation import UpstreamRefreshError, upstream_refresh_async
@@ -104,7 +104,11 @@ class Runner:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.port))
         port = sock.getsockname()[1]
-        host = self.advertise or (self.host if self.host not in ("0.0.0.0", "::") else socket.gethostname())
+        host = self.advertise or self.host
+        if host in ("0.0.0.0", "::"):
+            # Bound to every interface: other processes reach this one at the address its host name
+            # resolves to (a pod's IP in Kubernetes, a container's in compose).
+            host = socket.gethostbyname(socket.gethostname())
         self.base_url = f"http://{host}:{port}"
         config = uvicorn.Config(
             self.app,
@@ -117,6 +121,7 @@ class Runner:
         server = uvicorn.Server(config)
         serving = asyncio.ensure_future(server.serve(sockets=[sock]))
         loops = [asyncio.ensure_future(loop()) for loop in (self._take_requests, self._upkeep)]
+        preinstall = asyncio.ensure_future(sync_to_async(preinstall_enabled, thread_sensitive=False)())
         log.info("runner %s serves instances at %s", self.id, self.base_url)
         try:
             await self._heartbeat()
@@ -129,7 +134,7 @@ class Runner:
                         task.result()  # a loop that ended raises what ended it
         finally:
             self.stopping.set()
-            for task in loops:
+            for task in [*loops, preinstall]:
                 task.cancel()
             await asyncio.gather(*(self._release(slot) for slot in list(self.slots.values())), return_exceptions=True)
             server.should_exit = True

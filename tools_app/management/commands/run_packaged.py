@@ -31,7 +31,13 @@ class Command(BaseCommand):
             help="Host other processes reach this runner at (TOOLBAY_RUNNER_ADVERTISE; default: the bind address).",
         )
 
+        parser.add_argument(
+            "--package-cache", default="", help="Where installs are cached (default TOOLBAY_PACKAGE_CACHE)."
+        )
+
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["package_cache"]:
+            settings.TOOLBAY_PACKAGE_CACHE = options["package_cache"]
         logging.getLogger("tools_app.backends.packaged").setLevel(logging.INFO)
         logging.getLogger("httpx").setLevel(logging.WARNING)
 

@@ -1,0 +1,92 @@
+"""Packaged servers' settings: model validation, the registry's server.json, add_upstream's
+errors (no runner needed: each fails before a server would start)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.core.management import CommandError, call_command
+
+from tenants.services import tenant_create
+from tools_app.backends.packaged.registry_json import RegistryProblem, read_server_json
+from tools_app.backends.upstream.models import UpstreamServer
+
+pytestmark = pytest.mark.django_db
+
+SERVER_JSON = {
+    "name": "io.github.example/weather",
+    "description": "Weather forecasts",
+    "version": "1.0.2",
+    "packages": [
+        {"registryType": "oci", "identifier": "example/weather", "version": "1.0.2"},
+        {
+            "registryType": "npm",
+            "identifier": "@example/weather-mcp",
+            "version": "1.0.2",
+            "transport": {"type": "stdio"},
+            "packageArguments": [
+                {"type": "positional", "value": "serve"},
+                {"type": "named", "name": "--units", "default": "metric"},
+            ],
+            "environmentVariables": [
+                {"name": "WEATHER_API_KEY", "isRequired": True, "isSecret": True},
+                {"name": "LOG_LEVEL", "default": "info"},
+            ],
+        },
+    ],
+}
+
+
+def test_server_json_fills_the_packaged_settings():
+    entry = read_server_json(SERVER_JSON)
+    assert entry.fields == {
+        "kind": "npm",
+        "package": "@example/weather-mcp",
+        "version": "1.0.2",
+        "args": ["serve", "--units", "metric"],
+        "env": {"LOG_LEVEL": "info"},
+    }
+    assert entry.secret_variables == ["WEATHER_API_KEY"] and entry.required_variables == ["WEATHER_API_KEY"]
+
+
+def test_server_json_with_only_a_remote_becomes_an_http_upstream():
+    entry = read_server_json({"remotes": [{"type": "streamable-http", "url": "https://mcp.example.com/mcp"}]})
+    assert entry.fields == {"kind": "http", "url": "https://mcp.example.com/mcp"}
+    with pytest.raises(RegistryProblem, match="no npm or PyPI package"):
+        read_server_json({"packages": [{"registryType": "oci", "identifier": "x", "version": "1"}]})
+
+
+def test_a_packaged_server_needs_an_exact_version_and_clean_settings():
+    tenant = tenant_create(slug="cfg-a", name="A")
+    server = UpstreamServer(
+        tenant=tenant,
+        name="bad",
+        kind="npm",
+        package="@scope/thing",
+        version="^1.0",
+        args=["ok", 3],
+        env={"1BAD": "x"},
+        env_secrets={"TOKEN": "missing-secret"},
+        allow_hosts=["http://not-a-host/"],
+    )
+    with pytest.raises(ValidationError) as problem:
+        server.full_clean()
+    assert set(problem.value.message_dict) == {"version", "args", "env", "env_secrets", "allow_hosts"}
+    assert "No secret named missing-secret" in problem.value.message_dict["env_secrets"][0]
+    with pytest.raises(ValidationError, match="needs its URL"):
+        UpstreamServer(tenant=tenant, name="http-without-url").full_clean()
+
+
+def test_add_upstream_refuses_bad_input_with_a_clear_error():
+    tenant_create(slug="cfg-b", name="B")
+    with pytest.raises(CommandError, match="there is no tenant 'nope'"):
+        call_command("add_upstream", "x", "--tenant", "nope", "--pypi", "mcp-server-time==1.0")
+    with pytest.raises(CommandError, match="pin a PyPI version with =="):
+        call_command("add_upstream", "x", "--tenant", "cfg-b", "--pypi", "mcp-server-time>=1.0")
+    with pytest.raises(CommandError, match="--env takes NAME=VALUE"):
+        call_command("add_upstream", "x", "--tenant", "cfg-b", "--pypi", "a==1", "--env", "NOVALUE")
+    with pytest.raises(CommandError, match="version: Pin an exact version"):
+        call_command("add_upstream", "x", "--tenant", "cfg-b", "--npm", "left-pad@^1.0", stdout=io.StringIO())
+    assert not UpstreamServer.objects.filter(tenant__slug="cfg-b").exists()  # nothing half-made
