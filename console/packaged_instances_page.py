@@ -25,7 +25,7 @@ def packaged_instances(request: HttpRequest) -> HttpResponse:
             raise Http404("No such instance")  # another tenant's, or none at all: the same 404
         messages.success(request, f"Asked its runner to {action} the instance.")
         return redirect("operator-packaged-instances")
-    slugs = dict(operated_tenants(scope).values_list("pk", "slug"))
-    rows = [{**row, "tenant_slug": slugs.get(row.get("tenant"), "-")} for row in instances_of(tenant_ids)]
+    slugs: dict[int, str] = dict(operated_tenants(scope).values_list("pk", "slug"))
+    rows = [{**row, "tenant_slug": slugs.get(int(row.get("tenant") or 0), "-")} for row in instances_of(tenant_ids)]
     context = {**admin.site.each_context(request), "rows": rows}
     return TemplateResponse(request, "operator/packaged_instances.html", context)

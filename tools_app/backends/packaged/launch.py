@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ class Launch:
     trusted: bool
     fingerprint: str
     secret_values: tuple[str, ...]
+    ro_paths: tuple[Path, ...] = ()
 
 
 def fingerprint(values: dict[str, Any]) -> str:
@@ -107,6 +109,15 @@ def scratch_dir(upstream_id: int) -> Path:
     return path
 
 
+def interpreter_paths(program: str) -> tuple[Path, ...]:
+    """The installation an interpreter lives in when it is not part of the system (/usr), which a
+    sandbox must show read-only: a venv's python links to e.g. /root/.pyenv/versions/3.11.7."""
+    real = Path(os.path.realpath(program))
+    if real.is_relative_to("/usr") or real.is_relative_to(settings.TOOLBAY_PACKAGE_CACHE):
+        return ()
+    return (real.parents[1],)
+
+
 def launch_of(upstream_id: int) -> Launch:
     """Everything to start the server; raises LaunchRefused (and records an install failure)."""
     upstream = UpstreamServer.objects.filter(pk=upstream_id).first()
@@ -140,6 +151,7 @@ def launch_of(upstream_id: int) -> Launch:
             raise LaunchRefused(f"install failed: {exc}") from None
         argv = [*done.argv, *upstream.args]
         package_dir = done.directory
+    ro_paths = interpreter_paths(argv[0])
     secrets_now = dict(
         BackendSecret.objects.filter(
             owned_by(upstream.tenant_id), name__in=list((upstream.env_secrets or {}).values())
@@ -164,6 +176,7 @@ def launch_of(upstream_id: int) -> Launch:
         trusted=upstream.trusted,
         fingerprint=fingerprint({**values, "secrets": secrets_now}),
         secret_values=tuple(secret_values),
+        ro_paths=ro_paths,
     )
 
 

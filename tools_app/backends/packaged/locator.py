@@ -118,7 +118,7 @@ async def live_runners() -> list[dict[str, Any]]:
     ids = await redis.zrangebyscore(RUNNERS_KEY, time.time() - RUNNER_ALIVE_SECONDS, "+inf")
     if not ids:
         return []
-    raws = await redis.mget([runner_key(i.decode()) for i in ids])
+    raws = await redis.mget([runner_key(i.decode() if isinstance(i, bytes) else str(i)) for i in ids])
     runners = []
     for raw in raws:
         if raw is not None:

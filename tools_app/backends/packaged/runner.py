@@ -50,6 +50,8 @@ HEALTHY_SECONDS = 60.0
 SETTLING_SECONDS = 2.0
 MAX_BODY_BYTES = 8 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
+# The whole environment of a server besides its own values (nothing of the runner's leaks in).
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 
 
 @dataclass
@@ -176,7 +178,7 @@ class Runner:
             key, raw = popped
             try:
                 request = json.loads(raw)
-                if key.decode() == control:
+                if (key.decode() if isinstance(key, bytes) else key) == control:
                     await self._control(request)
                 else:
                     await self._wanted(int(request["upstream"]), int(request["tenant"]), request.get("user") or None)
@@ -227,8 +229,9 @@ class Runner:
         spec = SandboxSpec(
             package_dir=launch.package_dir,
             argv=launch.argv,
-            env=launch.env,
+            env={**BASE_ENV, **launch.env},
             allow_hosts=launch.allow_hosts,
+            ro_paths=launch.ro_paths,
         )
         try:
             process = await spawn(spec, trusted=launch.trusted)
@@ -573,14 +576,14 @@ async def _sse(send: Any, receive: Any, messages: AsyncIterator[dict[str, Any]],
 
     watcher = asyncio.ensure_future(watch_disconnect())
     iterator = messages.__aiter__()
-    step: asyncio.Future[dict[str, Any]] | None = None
+    step: asyncio.Future[Any] | None = None
     try:
         while not gone.is_set():
             if step is None:
                 step = asyncio.ensure_future(iterator.__anext__())
-            waiter = asyncio.ensure_future(gone.wait())
+            waiter: asyncio.Future[Any] = asyncio.ensure_future(gone.wait())
             done, _ = await asyncio.wait(
-                {step, waiter}, timeout=KEEPALIVE_SECONDS if keepalive else None, return_when=asyncio.FIRST_COMPLETED
+                [step, waiter], timeout=KEEPALIVE_SECONDS if keepalive else None, return_when=asyncio.FIRST_COMPLETED
             )
             waiter.cancel()
             if step in done:

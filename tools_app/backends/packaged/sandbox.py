@@ -5,7 +5,7 @@ opts out with ``TOOLBAY_SANDBOX_OPTOUT``."""
 from __future__ import annotations
 
 import asyncio
-import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,12 +16,16 @@ from django.conf import settings
 class SandboxSpec:
     package_dir: Path
     argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str]
     allow_hosts: tuple[str, ...] = ()
     memory_bytes: int = 512 * 2**20
     cpu_seconds: int = 300
     max_processes: int = 64
     max_open_files: int = 256
+    max_file_bytes: int = 64 * 2**20
+    max_line_bytes: int = 16 * 2**20
+    ro_paths: tuple[Path, ...] = field(default=())
+    home_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -31,8 +35,8 @@ class SandboxStatus:
     reason: str
 
 
-class SandboxRefused(Exception):
-    """The package may not run here (no sandbox, and the operator did not opt out)."""
+class SandboxUnavailable(Exception):
+    """No sandbox on this machine and the package is untrusted (the message says why)."""
 
 
 def sandbox_status() -> SandboxStatus:
@@ -41,10 +45,9 @@ def sandbox_status() -> SandboxStatus:
 
 async def spawn(spec: SandboxSpec, *, trusted: bool = False) -> asyncio.subprocess.Process:
     if not trusted and not settings.TOOLBAY_SANDBOX_OPTOUT:
-        raise SandboxRefused("no sandbox is available and TOOLBAY_SANDBOX_OPTOUT is not set")
-    home = spec.package_dir / ".home"
-    home.mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), **spec.env}
+        raise SandboxUnavailable("no sandbox is available and TOOLBAY_SANDBOX_OPTOUT is not set")
+    home = spec.home_dir or Path(tempfile.mkdtemp(prefix="toolbay-home-"))
+    env = {"HOME": str(home), **spec.env}
     return await asyncio.create_subprocess_exec(
         *spec.argv,
         stdin=asyncio.subprocess.PIPE,

@@ -140,7 +140,7 @@ class UpstreamServerAdmin(TenantScopedAdmin):
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
-        form.platform_admin = tenant_scope(request).platform
+        form.platform_admin = tenant_scope(request).platform  # type: ignore[attr-defined]
         return form
 
     def save_model(self, request: HttpRequest, obj: UpstreamServer, form: Any, change: bool) -> None:
