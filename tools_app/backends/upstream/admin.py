@@ -43,6 +43,12 @@ class UpstreamServerForm(forms.ModelForm[UpstreamServer]):
     # Set by the admin: only platform admins may run a command or mark a package trusted.
     platform_admin = False
 
+    kind = forms.ChoiceField(
+        choices=UpstreamServer.Kind.choices,
+        required=False,
+        initial=UpstreamServer.Kind.HTTP,
+        help_text="Where the server runs: at a URL, or packaged (installed and run by Toolbay, sandboxed).",
+    )
     url = forms.URLField(
         label="URL",
         max_length=500,
@@ -66,6 +72,9 @@ class UpstreamServerForm(forms.ModelForm[UpstreamServer]):
     class Meta:
         model = UpstreamServer
         fields = "__all__"
+
+    def clean_kind(self) -> str:
+        return str(self.cleaned_data.get("kind") or UpstreamServer.Kind.HTTP)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
