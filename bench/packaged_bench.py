@@ -11,6 +11,8 @@ measures in the same run, ``--runs`` times each, ``--calls`` sequential ``tools/
 
 - direct: a stdio session with the installed server (the SDK's stdio client, the same
   command the runner starts; no sandbox, no network hop);
+- runner relay: the SDK client straight to the runner's endpoint of that instance (the hop
+  Toolbay's upstream client makes), to tell the relay's cost from Toolbay's call path;
 - Toolbay: Streamable HTTP to uvicorn → Toolbay's call path (auth, visibility, validation,
   audit journal) → the runner's relay on loopback → the same server over stdio.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -99,6 +102,18 @@ async def _direct(argv: list[str], calls: int) -> list[float]:
         return await _time_calls(client, "get_current_time", calls)
 
 
+async def _relay_only(calls: int) -> list[float]:
+    """Straight to the runner's endpoint of the instance (what Toolbay's upstream client does)."""
+    client_redis = redis.Redis.from_url(BENCH_REDIS)
+    keys = list(client_redis.scan_iter(match="toolbay:packaged:instance:*"))
+    statuses = [json.loads(raw) for raw in client_redis.mget(keys) if raw]
+    status = next(s for s in statuses if s.get("state") == "running" and s.get("tenant") != 0)
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {status['token']}"}, timeout=60)
+    async with Client(streamable_http_client(status["url"], http_client=http), mode="legacy") as client:
+        await _time_calls(client, "get_current_time", 5)
+        return await _time_calls(client, "get_current_time", calls)
+
+
 async def _through_toolbay(url: str, key: str, calls: int) -> list[float]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60)
     async with Client(streamable_http_client(f"{url}/mcp/{TENANT}", http_client=http), mode="legacy") as client:
@@ -168,11 +183,12 @@ def main() -> None:
         processes.append(web)
         wait_for_port(port)
         argv = _installed_argv(env, args.package)
-        results: dict[str, list[tuple[float, float]]] = {"direct stdio": [], "through Toolbay": []}
+        results: dict[str, list[tuple[float, float]]] = {"direct stdio": [], "runner relay": [], "through Toolbay": []}
         for run in range(args.runs):
             direct = asyncio.run(_direct(argv, args.calls))
             toolbay = asyncio.run(_through_toolbay(f"http://127.0.0.1:{port}", key, args.calls))
-            for label, samples in (("direct stdio", direct), ("through Toolbay", toolbay)):
+            relay = asyncio.run(_relay_only(args.calls))
+            for label, samples in (("direct stdio", direct), ("runner relay", relay), ("through Toolbay", toolbay)):
                 median, p95 = _figures(samples)
                 results[label].append((median, p95))
                 print(f"run {run + 1}: {label:16} median {median:6.2f} ms  p95 {p95:6.2f} ms  ({args.calls} calls)")
@@ -213,8 +229,6 @@ def _installed_argv(env: dict[str, str], package: str) -> list[str]:
         "import django, json; django.setup(); from tools_app.backends.packaged.install import installed;"
         f"print(json.dumps(installed('pypi', {name!r}, {version!r}).argv))"
     )
-    import json
-
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True)
     argv: list[Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return [str(part) for part in argv]
