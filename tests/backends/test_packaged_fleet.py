@@ -50,12 +50,15 @@ def _mib(value: float) -> str:
 def _ms(values: list[float]) -> str:
     ordered = sorted(values)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
-    return f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
+    return (
+        f"median {statistics.median(ordered) * 1000:.1f} ms, p95 {p95 * 1000:.1f} ms, max {ordered[-1] * 1000:.1f} ms"
+    )
 
 
 def test_a_fleet_of_tenant_instances(django_db_setup: Any, django_db_blocker: Any, tmp_path: Any) -> None:
     runner = start_runner(
-        tmp_path, extra_env={"TOOLBAY_PACKAGED_IDLE_SECONDS": str(IDLE_SECONDS), "TOOLBAY_PACKAGED_MAX_INSTANCES": "500"}
+        tmp_path,
+        extra_env={"TOOLBAY_PACKAGED_IDLE_SECONDS": str(IDLE_SECONDS), "TOOLBAY_PACKAGED_MAX_INSTANCES": "500"},
     )
     server = None
     try:
@@ -84,7 +87,9 @@ def test_a_fleet_of_tenant_instances(django_db_setup: Any, django_db_blocker: An
         cold: list[float] = []
         warm: list[float] = []
 
-        async def first_and_warm(slug: str, key: str) -> None:
+        statuses: list[dict[str, Any]] = []
+
+        async def first_and_warm(tenant_id: int, slug: str, key: str) -> None:
             http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
             endpoint = server.endpoint(slug)
             async with Client(streamable_http_client(endpoint, http_client=http), mode="legacy") as client:
@@ -97,25 +102,27 @@ def test_a_fleet_of_tenant_instances(django_db_setup: Any, django_db_blocker: An
                     result = await client.call_tool("fleet.get_current_time", {"timezone": "UTC"})
                     warm.append(time.perf_counter() - start)
                     assert result.is_error is False
+            # Read now: the first tenants' instances go idle while the last ones start.
+            status = await asyncio.to_thread(instance_status, platform.pk, tenant_id)
+            assert status is not None and status["state"] == "running", status
+            statuses.append(status)
 
         async def fleet() -> None:
             gate = asyncio.Semaphore(CONCURRENT_STARTS)
 
-            async def one(slug: str, key: str) -> None:
+            async def one(tenant_id: int, slug: str, key: str) -> None:
                 async with gate:
-                    await first_and_warm(slug, key)
+                    await first_and_warm(tenant_id, slug, key)
 
-            await asyncio.gather(*(one(slug, key) for _, slug, key in tenants))
+            await asyncio.gather(*(one(tenant_id, slug, key) for tenant_id, slug, key in tenants))
 
         began = time.perf_counter()
         asyncio.run(fleet())
         elapsed = time.perf_counter() - began
-        statuses = [instance_status(platform.pk, tenant_id) for tenant_id, _, _ in tenants]
-        assert all(s is not None and s["state"] == "running" for s in statuses)
-        pids = {s["pid"] for s in statuses if s}
-        assert len(pids) == TENANTS  # one instance per tenant, none shared
-        memory = [float(s["memory"]) for s in statuses if s]
-        runner_cold = [float(s["cold_start_seconds"]) for s in statuses if s]
+        pids = {s["pid"] for s in statuses}
+        assert len(statuses) == len(pids) == TENANTS  # one instance per tenant, none shared
+        memory = [float(s["memory"]) for s in statuses]
+        runner_cold = [float(s["cold_start_seconds"]) for s in statuses]
         idle_since = time.perf_counter()
         wait_for(
             lambda: all(instance_status(platform.pk, tenant_id) is None for tenant_id, _, _ in tenants),

@@ -112,10 +112,10 @@ async def _endpoint(upstream_id: int, tenant_id: int | None, ctx: CallContext | 
 def _instance_gone(endpoint: UpstreamEndpoint, exc: UpstreamUnavailable) -> bool:
     """A packaged instance's runner answered that it no longer knows it (404 before the call
     was taken), and the locator was told to forget it."""
-    if not endpoint.internal or exc.status != 404:
+    if not endpoint.internal:
         return False
-    forget_instance(endpoint)
-    return True
+    forget_instance(endpoint)  # whatever went wrong, the next call asks where the instance is
+    return exc.status == 404
 
 
 async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
