@@ -10,6 +10,7 @@ Skipped unless ``TOOLBAY_PACKAGED_FLEET`` (the number of tenants) is set.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import time
@@ -88,12 +89,15 @@ def test_a_fleet_of_tenant_instances(django_db_setup: Any, django_db_blocker: An
         statuses: list[dict[str, Any]] = []
 
         async def fleet() -> float:
+            async with contextlib.AsyncExitStack() as stack:  # sessions end in reverse order (anyio)
+                return await calls(stack)
+
+        async def calls(stack: contextlib.AsyncExitStack) -> float:
             clients = []
             for _tenant_id, slug, key in tenants:  # one cold start at a time: each measured alone
                 http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=120)
                 client = Client(streamable_http_client(server.endpoint(slug), http_client=http), mode="legacy")
-                await client.__aenter__()
-                clients.append(client)
+                clients.append(await stack.enter_async_context(client))
                 start = time.perf_counter()
                 result = await client.call_tool("fleet.get_current_time", {"timezone": "UTC"})
                 cold.append(time.perf_counter() - start)
@@ -108,10 +112,7 @@ def test_a_fleet_of_tenant_instances(django_db_setup: Any, django_db_blocker: An
                     result = await client.call_tool("fleet.get_current_time", {"timezone": "UTC"})
                     warm.append(time.perf_counter() - start)
                     assert result.is_error is False
-            last_call = time.perf_counter()
-            for client in clients:
-                await client.__aexit__(None, None, None)
-            return last_call
+            return time.perf_counter()
 
         began = time.perf_counter()
         last_call = asyncio.run(fleet())
