@@ -331,6 +331,9 @@ class Instance:
             yield {"jsonrpc": "2.0", "id": call.client_id, "error": {"code": EXITED, "message": self.exit_reason}}
         finally:
             self.last_used = time.monotonic()
+            for relay, (_, asking) in list(self._server_requests.items()):
+                if asking is call:  # a question the ended call can no longer answer
+                    del self._server_requests[relay]
             if not call.done:
                 # The client went away (cancelled, timed out): the server stops too.
                 self._calls.pop(relay_id, None)
