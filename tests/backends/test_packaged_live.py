@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,12 +68,17 @@ def _add(name: str, tenant: str, *source: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     tmp = tmp_path_factory.mktemp("packaged")
-    runner = start_runner(tmp)
+    # The two Toolbay servers boot while the runner starts and the servers are added (each takes
+    # seconds of imports on a busy machine; one after the other they would add up).
+    booting = ThreadPoolExecutor(max_workers=2)
+    pending = [booting.submit(start_server, tmp, name) for name in ("toolbay-a", "toolbay-b")]
     keys: dict[str, str] = {}
     tenant_ids: dict[str, int] = {}
     upstreams: dict[str, int] = {}
     published: dict[str, str] = {}
+    runner: LiveRunner | None = None
     try:
+        runner = start_runner(tmp)
         with django_db_blocker.unblock(), override_settings(TOOLBAY_PACKAGE_CACHE=str(PACKAGE_CACHE)):
             for slug in ("pk-alpha", "pk-beta"):
                 tenant = tenant_create(slug=slug, name=slug)
@@ -85,10 +91,16 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
                 upstreams[f"everything@{slug}"], published[f"everything@{slug}"] = _add(
                     "everything", slug, "--npm", "@".join(EVERYTHING_PACKAGE), "--prefix", "ev."
                 )
-        servers = [start_server(tmp, "toolbay-a"), start_server(tmp, "toolbay-b")]
+        servers = [future.result() for future in pending]
     except BaseException:
-        runner.stop()
+        for future in pending:
+            if future.exception() is None:
+                future.result().stop()
+        if runner is not None:
+            runner.stop()
         raise
+    finally:
+        booting.shutdown()
     yield World(servers, runner, keys, tenant_ids, upstreams, published, tmp)
     stop_together([server.process for server in servers], grace=10)
     runner.stop()

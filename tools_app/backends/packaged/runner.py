@@ -302,14 +302,17 @@ class Runner:
             await asyncio.sleep(1.0)
             now = time.monotonic()
             idle = settings.TOOLBAY_PACKAGED_IDLE_SECONDS
+            done: list[Slot] = []
             for slot in list(self.slots.values()):
                 instance = slot.instance
                 if instance is not None and slot.state == "running":
                     if instance.in_flight == 0 and now - instance.last_used > idle:
                         log.info("runner: %s idle for %.0f s; stopping it", slot.scope, now - instance.last_used)
-                        await self._release(slot)
+                        done.append(slot)
                 elif slot.state in ("crashed", "failed") and time.time() > slot.retry_at + idle:
-                    await self._release(slot)  # nobody asked for it again
+                    done.append(slot)  # nobody asked for it again
+            # Stopped together: each may take its grace period to exit.
+            await asyncio.gather(*(self._release(slot) for slot in done), return_exceptions=True)
             if now - last_renew >= STATUS_SECONDS:
                 last_renew = now
                 await self._renew_all()
