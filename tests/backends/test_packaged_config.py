@@ -4,13 +4,18 @@ errors (no runner needed: each fails before a server would start)."""
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
+from mcp_platform.redis_clients import sync_redis
 from tenants.services import tenant_create
+from tools_app.backends.packaged import locator
 from tools_app.backends.packaged.registry_json import RegistryProblem, read_server_json
+from tools_app.backends.upstream.federation import endpoint_for_tool
 from tools_app.backends.upstream.models import UpstreamServer
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +95,35 @@ def test_add_upstream_refuses_bad_input_with_a_clear_error():
     with pytest.raises(CommandError, match="version: Pin an exact version"):
         call_command("add_upstream", "x", "--tenant", "cfg-b", "--npm", "left-pad@^1.0", stdout=io.StringIO())
     assert not UpstreamServer.objects.filter(tenant__slug="cfg-b").exists()  # nothing half-made
+
+
+def _running(scope: str, url: str) -> None:
+    status = {"state": "running", "url": url, "token": f"token-{url[-1]}", "runner": "test", "tenant": 0}
+    sync_redis().set(locator.status_key(scope), json.dumps(status), ex=30)
+
+
+def test_each_user_of_a_per_user_server_and_each_tenant_of_a_platform_server_has_its_own_instance():
+    locator.clear_cache()
+    alpha, beta = tenant_create(slug="cfg-alpha", name="Alpha"), tenant_create(slug="cfg-beta", name="Beta")
+    per_user = UpstreamServer.objects.create(
+        tenant=alpha, name="mine", kind="npm", package="x", version="1.0.0", per_user=True
+    )
+    platform = UpstreamServer.objects.create(tenant=None, name="shared", kind="pypi", package="y", version="1.0.0")
+    # What a runner publishes for each instance it runs.
+    _running(locator.scope_of(per_user.pk, alpha.pk, "key:1"), "http://runner/i/1")
+    _running(locator.scope_of(per_user.pk, alpha.pk, "key:2"), "http://runner/i/2")
+    _running(locator.scope_of(platform.pk, alpha.pk, None), "http://runner/i/3")
+    _running(locator.scope_of(platform.pk, beta.pk, None), "http://runner/i/4")
+
+    def located(upstream: UpstreamServer, tenant_id: int, user: str) -> str:
+        endpoint = async_to_sync(endpoint_for_tool)(
+            upstream.pk, upstream.tenant_id, caller_tenant_id=tenant_id, user=user
+        )
+        assert endpoint is not None and endpoint.internal
+        return endpoint.url
+
+    assert located(per_user, alpha.pk, "key:1") == "http://runner/i/1"
+    assert located(per_user, alpha.pk, "key:2") == "http://runner/i/2"
+    # A server not marked per user ignores who calls; the calling tenant decides.
+    assert located(platform, alpha.pk, "key:1") == "http://runner/i/3"
+    assert located(platform, beta.pk, "key:9") == "http://runner/i/4"
