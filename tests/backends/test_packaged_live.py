@@ -39,7 +39,10 @@ from tests.backends.packaged import (
 )
 from tests.mcp.live import LiveServer, start_server, stop_together
 from tests.poll import wait_for
+from tools_app.backends.upstream.federation import upstream_refresh
 from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.catalog.models import AccessRule
+from tools_app.catalog.services import access_rule_grant_pattern
 
 pytestmark = [
     pytest.mark.live,
@@ -91,6 +94,12 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
                 upstreams[f"everything@{slug}"], published[f"everything@{slug}"] = _add(
                     "everything", slug, "--npm", "@".join(EVERYTHING_PACKAGE), "--prefix", "ev."
                 )
+            # alpha's everything server also mirrors its resources and prompts.
+            mirrored = UpstreamServer.objects.get(pk=upstreams["everything@pk-alpha"])
+            mirrored.import_resources_and_prompts = True
+            mirrored.save()
+            upstream_refresh(upstream_id=mirrored.pk)
+            access_rule_grant_pattern(tenant=mirrored.tenant, pattern="tag:mcp:everything", kind=AccessRule.Kind.ANY)
         servers = [future.result() for future in pending]
     except BaseException:
         for future in pending:
@@ -158,6 +167,20 @@ def test_sdk_client_lists_and_calls_packaged_tools_on_both_servers(world: World)
             assert echoed.content[0].text == "Echo: hello through the runner"
             summed = await client.call_tool("ev.get-sum", {"a": 2, "b": 40})
             assert "42" in summed.content[0].text
+
+    asyncio.run(scenario())
+
+
+def test_resources_and_prompts_of_a_packaged_server_are_served_as_an_upstream_s(world: World) -> None:
+    async def scenario() -> None:
+        async with _client(world, "pk-alpha", server=1) as client:
+            resources = (await client.list_resources()).resources
+            documents = [r for r in resources if str(r.uri).startswith("demo://resource/static/document/")]
+            assert documents, [str(r.uri) for r in resources]
+            read = await client.read_resource(documents[0].uri)
+            assert read.contents and read.contents[0].text  # type: ignore[union-attr]
+            prompt = await client.get_prompt("ev.simple-prompt")
+            assert prompt.messages[0].content.text == "This is a simple prompt without arguments."  # type: ignore[union-attr]
 
     asyncio.run(scenario())
 
