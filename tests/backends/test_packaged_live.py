@@ -50,6 +50,9 @@ pytestmark = [
 ]
 
 
+METRICS_TOKEN = "runner-metrics-7f3a"
+
+
 @dataclass
 class World:
     servers: list[LiveServer]
@@ -81,7 +84,7 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
     published: dict[str, str] = {}
     runner: LiveRunner | None = None
     try:
-        runner = start_runner(tmp)
+        runner = start_runner(tmp, extra_env={"METRICS_TOKEN": METRICS_TOKEN})
         with django_db_blocker.unblock(), override_settings(TOOLBAY_PACKAGE_CACHE=str(PACKAGE_CACHE)):
             for slug in ("pk-alpha", "pk-beta"):
                 tenant = tenant_create(slug=slug, name=slug)
@@ -276,6 +279,27 @@ def test_killing_an_instance_mid_call_ends_the_call_and_the_next_call_starts_a_f
             assert status is not None and status["restarts"] >= 1 and "signal 9" in status["last_error"]
 
     asyncio.run(scenario())
+
+
+def test_the_runner_serves_per_instance_metrics_to_the_scraper_only(world: World) -> None:
+    upstream, tenant = world.upstreams["everything@pk-beta"], world.tenant_ids["pk-beta"]
+
+    async def call() -> None:
+        async with _client(world, "pk-beta") as client:
+            await client.call_tool("ev.echo", {"message": "metrics"})
+
+    asyncio.run(call())
+    status = instance_status(upstream, tenant)
+    assert status is not None
+    metrics_url = status["url"].split("/i/")[0] + "/metrics"
+    assert httpx2.get(metrics_url, timeout=10).status_code == 401
+    scraped = httpx2.get(metrics_url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10)
+    assert scraped.status_code == 200
+    labels = f'scope="{upstream}:{tenant}",upstream="{upstream}",tenant="{tenant}"'
+    lines = dict(line.rsplit(" ", 1) for line in scraped.text.splitlines() if line.startswith("toolbay_"))
+    assert lines[f"toolbay_packaged_instance_up{{{labels}}}"] == "1"
+    assert int(lines[f"toolbay_packaged_instance_memory_bytes{{{labels}}}"]) > 10 * 2**20
+    assert int(lines[f"toolbay_packaged_instance_calls_total{{{labels}}}"]) >= 1
 
 
 def test_readyz_says_whether_untrusted_packages_run(world: World) -> None:

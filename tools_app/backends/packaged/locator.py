@@ -44,6 +44,7 @@ POLL_SECONDS = 0.05
 # A start request is repeated this often while a cold start is awaited (a runner that popped
 # it may have died).
 ASK_AGAIN_SECONDS = 5.0
+MAX_WANTED = 10_000
 
 
 def scope_of(upstream_id: int, tenant_id: int, user: str | None) -> str:
@@ -129,7 +130,10 @@ async def live_runners() -> list[dict[str, Any]]:
 
 
 async def ask_start(upstream_id: int, tenant_id: int, user: str | None) -> None:
-    await async_redis().rpush(WANTED_KEY, json.dumps({"upstream": upstream_id, "tenant": tenant_id, "user": user}))
+    redis = async_redis()
+    await redis.rpush(WANTED_KEY, json.dumps({"upstream": upstream_id, "tenant": tenant_id, "user": user}))
+    # Requests nobody took (every runner full) must not pile up: the newest ones are enough.
+    await redis.ltrim(WANTED_KEY, -MAX_WANTED, -1)
 
 
 async def locate(endpoint: UpstreamEndpoint, *, tenant_id: int, user: str | None) -> UpstreamEndpoint:

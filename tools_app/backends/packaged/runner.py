@@ -447,7 +447,15 @@ class Runner:
         path: str = scope["path"]
         method: str = scope["method"]
         if path == "/metrics" and method == "GET":
-            await _plain(send, 200, self.metrics_text().encode(), "text/plain; version=0.0.4")
+            # As the web processes' /metrics: METRICS_TOKEN, or open only while DEBUG=1.
+            token = settings.METRICS_TOKEN
+            offered = dict(scope["headers"]).get(b"authorization", b"")
+            if not token and not settings.DEBUG:
+                await _plain(send, 403, b"/metrics is off: set METRICS_TOKEN\n")
+            elif token and not secrets.compare_digest(offered, f"Bearer {token}".encode()):
+                await _plain(send, 401, b"Authorization required\n")
+            else:
+                await _plain(send, 200, self.metrics_text().encode(), "text/plain; version=0.0.4")
             return
         if path == "/healthz":
             await _plain(send, 200, b"ok")
