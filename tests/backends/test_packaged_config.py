@@ -127,3 +127,20 @@ def test_each_user_of_a_per_user_server_and_each_tenant_of_a_platform_server_has
     # A server not marked per user ignores who calls; the calling tenant decides.
     assert located(platform, alpha.pk, "key:1") == "http://runner/i/3"
     assert located(platform, beta.pk, "key:9") == "http://runner/i/4"
+
+
+def test_an_install_that_fails_is_recorded_and_shown_in_the_admin(settings, tmp_path, admin_client):
+    """A version the registry does not have: npm refuses, add_upstream says why and exits 1, the
+    server stays registered with the reason, and its admin page shows it."""
+    settings.TOOLBAY_PACKAGE_CACHE = str(tmp_path)
+    tenant_create(slug="cfg-install", name="Install")
+    missing = "@modelcontextprotocol/server-everything@0.0.0-no-such-version"
+    with pytest.raises(CommandError, match="the install failed") as problem:
+        call_command("add_upstream", "broken", "--tenant", "cfg-install", "--npm", missing, stderr=io.StringIO())
+    assert "0.0.0-no-such-version" in str(problem.value)
+    server = UpstreamServer.objects.get(name="broken", tenant__slug="cfg-install")
+    assert server.install_state == "failed" and "npm install" in server.install_error
+    page = admin_client.get(f"/admin/tools_app/upstreamserver/{server.pk}/change/").content.decode()
+    assert "Install failed" in page and "0.0.0-no-such-version" in page
+    listing = admin_client.get("/admin/tools_app/upstreamserver/").content.decode()
+    assert "(install failed)" in listing
