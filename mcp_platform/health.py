@@ -14,6 +14,7 @@ tenants and their tools' traffic, so production never serves them to whoever ask
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 from collections.abc import Awaitable
@@ -32,6 +33,7 @@ from audit.models import QuarantinedInvocation
 from mcp_platform.endpoint import streams_held
 from mcp_platform.metrics import AUDIT_BACKLOG, AUDIT_QUARANTINED, OPEN_STREAMS, QUEUE_LENGTH
 from mcp_platform.redis_clients import async_redis
+from tools_app.backends.packaged.readiness import packaged_readiness
 from tools_app.backends.packaged.sandbox import sandbox_readiness
 
 log = logging.getLogger(__name__)
@@ -68,10 +70,12 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     ready = all(state == "ok" for state in checks.values())
     # Said, not checked: a process without a sandbox serves everything but untrusted packages.
     sandbox = await sync_to_async(sandbox_readiness)()  # probed once per process
-    return JsonResponse(
-        {"status": "ok" if ready else "unavailable", "checks": checks, "sandbox": sandbox},
-        status=200 if ready else 503,
-    )
+    body: dict[str, object] = {"status": "ok" if ready else "unavailable", "checks": checks, "sandbox": sandbox}
+    if checks["redis"] == "ok":
+        # Packaged servers: informative only (no runner does not make a web process unready).
+        with contextlib.suppress(Exception):
+            body["packaged_servers"] = await asyncio.wait_for(packaged_readiness(), PROBE_TIMEOUT_SECONDS)
+    return JsonResponse(body, status=200 if ready else 503)
 
 
 async def _queue_lengths() -> dict[str, int]:

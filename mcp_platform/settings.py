@@ -304,6 +304,18 @@ TOOLBAY_HTTP_MAX_CONNECTIONS = env_int("TOOLBAY_HTTP_MAX_CONNECTIONS", 100, mini
 # periodic re-import by `manage.py listen_upstreams` (0: only on list_changed and by hand).
 TOOLBAY_UPSTREAM_TIMEOUT_SECONDS = env_float("TOOLBAY_UPSTREAM_TIMEOUT_SECONDS", 30.0, minimum=0.1)
 TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS", 300.0, minimum=0.0)
+# Packaged MCP servers (npm/PyPI stdio servers run by `manage.py run_packaged`): where installs
+# are cached (content-addressed, one per version per machine), the runner's HTTP bridge (bind
+# address, port (0: any free one), the address other processes reach it at), and how instances
+# live: stopped after this many idle seconds, a call waits this long for a cold start.
+TOOLBAY_PACKAGE_CACHE = env_str("TOOLBAY_PACKAGE_CACHE", str(BASE_DIR / "var" / "packages"))
+TOOLBAY_PACKAGED_PYTHON = env_str("TOOLBAY_PACKAGED_PYTHON", "")
+TOOLBAY_RUNNER_HOST = env_str("TOOLBAY_RUNNER_HOST", "127.0.0.1")
+TOOLBAY_RUNNER_PORT = env_int("TOOLBAY_RUNNER_PORT", 0, minimum=0)
+TOOLBAY_RUNNER_ADVERTISE = env_str("TOOLBAY_RUNNER_ADVERTISE", "")
+TOOLBAY_PACKAGED_IDLE_SECONDS = env_float("TOOLBAY_PACKAGED_IDLE_SECONDS", 600.0, minimum=1.0)
+TOOLBAY_PACKAGED_START_SECONDS = env_float("TOOLBAY_PACKAGED_START_SECONDS", 60.0, minimum=1.0)
+TOOLBAY_PACKAGED_MAX_INSTANCES = env_int("TOOLBAY_PACKAGED_MAX_INSTANCES", 200, minimum=1)
 # Resources: the largest static content stored in the database (text or binary), and how
 # much static content each process keeps in memory to serve resources/read without a query.
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)

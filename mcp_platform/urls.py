@@ -6,6 +6,7 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 
 from console.live_sessions_page import live_sessions
+from console.packaged_instances_page import packaged_instances
 from mcp_platform.health import metrics, readyz
 
 
@@ -18,6 +19,11 @@ handler500 = "mcp_platform.faults.server_error"
 
 urlpatterns = [
     path("admin/live-sessions/", admin.site.admin_view(live_sessions), name="operator-live-sessions"),
+    path(
+        "admin/packaged-instances/",
+        admin.site.admin_view(packaged_instances),
+        name="operator-packaged-instances",
+    ),
     path("admin/", admin.site.urls),
     path("healthz", healthz),
     path("readyz", readyz),

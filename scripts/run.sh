@@ -48,7 +48,7 @@ say "Seeding the demo tenant and its tools (safe to repeat)"
 # clients that sign in (rather than send a key) connect out of the box.
 "$PY" manage.py oauth_enable demo
 
-say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer and the upstream listener"
+say "Starting uvicorn on $HOST:$PORT, a Celery worker, the audit writer, the upstream listener and the packaged-server runner"
 # X-Forwarded-* only from TOOLBAY_TRUSTED_PROXIES (uvicorn would trust 127.0.0.1 by default,
 # letting any local client turn the advertised issuer into https://).
 start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "$HOST" --port "$PORT" \
@@ -64,6 +64,8 @@ start_child "celery worker" - "$VENV/bin/celery" -A mcp_platform worker --loglev
 start_child "audit writer" - "$PY" manage.py audit_writer
 # Re-imports tools of upstream MCP servers when they announce a change (tools/list_changed).
 start_child "upstream listener" - "$PY" manage.py listen_upstreams
+# Runs packaged (npm/PyPI) MCP servers' instances, sandboxed, started on first use.
+start_child "packaged runner" - "$PY" manage.py run_packaged
 
 url_host="$HOST"
 [[ "$url_host" == 0.0.0.0 || "$url_host" == "::" ]] && url_host=127.0.0.1

@@ -183,10 +183,15 @@ def test_resource_reads_and_prompts_are_no_tool_calls(client, acme, make_tool):
 def test_readyz_ok(client, db):
     response = client.get("/readyz")
     assert response.status_code == 200
-    assert response.json() == {
-        "status": "ok",
-        "checks": {"database": "ok", "redis": "ok"},
-        "sandbox": sandbox_readiness(),  # bubblewrap here; see tests/sandbox for the others
+    body = response.json()
+    assert body["status"] == "ok" and body["checks"] == {"database": "ok", "redis": "ok"}
+    assert body["sandbox"] == sandbox_readiness()  # bubblewrap here; see tests/sandbox for the others
+    # Packaged servers: informative only (no runner here does not make the web process unready).
+    assert body["packaged_servers"] == {
+        "runners": 0,
+        "sandbox": [],
+        "untrusted_packages": "no runner is running",
+        "reasons": [],
     }
     assert client.get("/healthz").status_code == 200
 

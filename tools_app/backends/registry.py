@@ -10,6 +10,7 @@ import functools
 
 from tools_app.backends.base import Backend, BackendConfigError
 from tools_app.backends.http.backend import HttpBackend
+from tools_app.backends.packaged import locator as _packaged_locator  # noqa: F401  (registers how instances are found)
 from tools_app.backends.python.backend import PythonBackend
 from tools_app.backends.upstream.backend import UpstreamBackend
 from tools_app.catalog import backend_kinds

@@ -231,9 +231,10 @@ def _argument_texts(schema: Any, depth: int = 0) -> Iterable[tuple[str, str]]:
         yield from _argument_texts(definition, depth + 1)
 
 
-# Each tool's words by (id, revision: its row's version and its curation's), so that a catalog reload (any change of the tenant's tools,
-# rules or keys) splits only the tools that changed: about 0.4 ms a tool for GitHub's (0.5 s for
-# all 1,223, bench/tool_search_bench.py). Least recently used out past MAX_SPLIT_TOOLS.
+# Each tool's words by (id, revision: its row's version and its curation's), so that a catalog
+# reload (any change of the tenant's tools, rules or keys) splits only the tools that changed:
+# about 0.4 ms a tool for GitHub's (0.5 s for all 1,223, bench/tool_search_bench.py). Least
+# recently used out past MAX_SPLIT_TOOLS.
 MAX_SPLIT_TOOLS = 100_000
 _terms: OrderedDict[tuple[int, str], SearchTerms] = OrderedDict()
 _terms_lock = threading.Lock()  # indexes are built in threads

@@ -9,6 +9,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -40,34 +41,96 @@ PRE_STYLE = (
 
 
 class UpstreamServerForm(forms.ModelForm[UpstreamServer]):
+    # Set by the admin: only platform admins may run a command or mark a package trusted.
+    platform_admin = False
+
+    kind = forms.ChoiceField(
+        choices=UpstreamServer.Kind.choices,
+        required=False,
+        initial=UpstreamServer.Kind.HTTP,
+        help_text="Where the server runs: at a URL, or packaged (installed and run by Toolbay, sandboxed).",
+    )
     url = forms.URLField(
         label="URL",
         max_length=500,
+        required=False,
         assume_scheme="https",
-        help_text="The server's Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp.",
+        help_text="The server's Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp (kind http).",
     )
     tags = PrettyJSONField(
         required=False, empty=[], rows=2, help_text='Tags for tools imported from now on, e.g. ["github"].'
+    )
+    command = PrettyJSONField(required=False, empty=[], rows=2, help_text='For a command: ["/path/to/program", "arg"].')
+    args = PrettyJSONField(required=False, empty=[], rows=2, help_text='Arguments, e.g. ["--root", "/data"].')
+    env = PrettyJSONField(required=False, empty={}, rows=3, help_text='Plain environment values: {"NAME": "value"}.')
+    env_secrets = PrettyJSONField(
+        required=False, empty={}, rows=3, help_text='Values from this tenant\'s secrets: {"API_KEY": "secret-name"}.'
+    )
+    allow_hosts = PrettyJSONField(
+        required=False, empty=[], rows=2, help_text='Hosts it may reach, e.g. ["api.github.com"]; empty: no network.'
     )
 
     class Meta:
         model = UpstreamServer
         fields = "__all__"
 
+    def clean_kind(self) -> str:
+        return str(self.cleaned_data.get("kind") or UpstreamServer.Kind.HTTP)
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        if not self.platform_admin:
+            if cleaned.get("kind") == UpstreamServer.Kind.COMMAND:
+                self.add_error("kind", "Only platform admins may run a command.")
+            if cleaned.get("trusted"):
+                self.add_error("trusted", "Only platform admins may mark a package trusted.")
+        return cleaned
+
 
 @admin.register(UpstreamServer)
 class UpstreamServerAdmin(TenantScopedAdmin):
     form = UpstreamServerForm
     change_form_template = "admin/tools_app/upstreamserver/change_form.html"
-    list_display = ("name", "scope", "url", "enabled", "tool_count", "refreshed_at", "status")
-    list_filter = ("enabled", ("tenant", admin.RelatedOnlyFieldListFilter))
-    search_fields = ("name", "url", "tenant__slug")
+    list_display = ("name", "scope", "source", "enabled", "tool_count", "refreshed_at", "status")
+    list_filter = ("enabled", "kind", ("tenant", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("name", "url", "package", "tenant__slug")
     list_select_related = ("tenant",)
     autocomplete_fields = ("tenant",)
     actions = ("refresh_selected",)
-    readonly_fields = ("refreshed_at", "status", "server", "tools_table", "created_at", "updated_at")
+    readonly_fields = (
+        "refreshed_at",
+        "status",
+        "server",
+        "tools_table",
+        "created_at",
+        "updated_at",
+        "install_state",
+        "install_error",
+        "integrity",
+        "installed_at",
+    )
     fieldsets = (
-        (None, {"fields": ("tenant", "name", "url", "enabled")}),
+        (None, {"fields": ("tenant", "name", "kind", "url", "enabled")}),
+        (
+            "Packaged server (npm, PyPI, command)",
+            {
+                "fields": (
+                    "package",
+                    "version",
+                    "command",
+                    "args",
+                    "env",
+                    "env_secrets",
+                    "allow_hosts",
+                    "per_user",
+                    "trusted",
+                    "install_state",
+                    "install_error",
+                    "integrity",
+                    "installed_at",
+                )
+            },
+        ),
         ("Authentication", {"fields": ("auth", "auth_header", "secret")}),
         (
             "Import",
@@ -85,6 +148,28 @@ class UpstreamServerAdmin(TenantScopedAdmin):
         ("State", {"fields": ("refreshed_at", "status", "server", "tools_table")}),
         ("History", {"fields": ("created_at", "updated_at")}),
     )
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        form.platform_admin = tenant_scope(request).platform  # type: ignore[attr-defined]
+        return form
+
+    def save_model(self, request: HttpRequest, obj: UpstreamServer, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.packaged and obj.enabled:
+            # A runner installs the package (once per version per machine) and starts it, and the
+            # refresh lists its tools; an install that fails shows on this page (install_error).
+            transaction.on_commit(lambda: self._refresh(request, obj))
+
+    @admin.display(description="Source")
+    def source(self, obj: UpstreamServer) -> str:
+        if obj.kind == UpstreamServer.Kind.HTTP:
+            return obj.url
+        if obj.kind == UpstreamServer.Kind.COMMAND:
+            return "command: " + " ".join(obj.command)[:80]
+        return f"{obj.kind} {obj.package} {obj.version}" + (
+            " (install failed)" if obj.install_state == "failed" else ""
+        )
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "tenant" and not tenant_scope(request).platform:

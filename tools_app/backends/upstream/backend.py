@@ -19,6 +19,7 @@ completions are asked of the upstream too.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import secrets
 from collections.abc import Awaitable
 from typing import Any
@@ -26,8 +27,8 @@ from typing import Any
 from mcp_platform import tracing
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
 from tools_app.backends.results import ToolError
-from tools_app.backends.upstream.client import UpstreamError, UpstreamUnavailable, shared_session
-from tools_app.backends.upstream.federation import endpoint_for_tool, upstreams_of
+from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamError, UpstreamUnavailable, shared_session
+from tools_app.backends.upstream.federation import endpoint_for_tool, forget_instance, upstreams_of
 from tools_app.backends.vault import SecretUnavailable, redact
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
@@ -81,16 +82,47 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
     return await _call(tool, arguments, ctx)
 
 
+def _caller_scope(ctx: CallContext | None) -> tuple[int | None, str | None]:
+    """(the calling tenant, the calling user) for packaged servers' instances."""
+    caller = getattr(ctx, "caller", None)
+    if caller is None:
+        return None, None
+    if caller.oauth_subject:
+        user = "oauth:" + hashlib.sha256(caller.oauth_subject.encode()).hexdigest()[:24]
+    elif caller.key_id is not None:
+        user = f"key:{caller.key_id}"
+    else:
+        user = None
+    return caller.tenant_id, user
+
+
+async def _endpoint(upstream_id: int, tenant_id: int | None, ctx: CallContext | None) -> UpstreamEndpoint:
+    caller_tenant, user = _caller_scope(ctx)
+    try:
+        endpoint = await endpoint_for_tool(upstream_id, tenant_id, caller_tenant_id=caller_tenant, user=user)
+    except SecretUnavailable as exc:
+        raise BackendError(f"cannot authenticate to the upstream server: {exc}") from None
+    except UpstreamUnavailable as exc:
+        raise BackendError(str(exc), retryable=True) from None
+    if endpoint is None:
+        raise BackendError("its upstream server is missing or disabled")
+    return endpoint
+
+
+def _instance_gone(endpoint: UpstreamEndpoint, exc: UpstreamUnavailable) -> bool:
+    """A packaged instance's runner answered that it no longer knows it (404 before the call
+    was taken), and the locator was told to forget it."""
+    if not endpoint.internal:
+        return False
+    forget_instance(endpoint)  # whatever went wrong, the next call asks where the instance is
+    return exc.status == 404
+
+
 async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     config = tool.backend_config
     if config.get("withdrawn"):
         raise ToolError(f"The upstream server no longer offers the tool '{config['tool']}'.")
-    try:
-        endpoint = await endpoint_for_tool(config["upstream"], tool.tenant_id)
-    except SecretUnavailable as exc:
-        raise BackendError(f"cannot authenticate to the upstream server: {exc}") from None
-    if endpoint is None:
-        raise BackendError("its upstream server is missing or disabled")
+    endpoint = await _endpoint(config["upstream"], tool.tenant_id, ctx)
     session = shared_session(endpoint)
     token = f"toolbay-{secrets.token_hex(8)}"
 
@@ -111,8 +143,19 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
 
     params = {"name": config["tool"], "arguments": arguments, "_meta": {"progressToken": token}}
     try:
-        call = session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
-        result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
+        try:
+            call = session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
+            result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
+        except UpstreamUnavailable as exc:
+            if not _instance_gone(endpoint, exc):
+                raise
+            # The packaged instance this process knew was stopped (idle) or replaced: the call
+            # never reached it, so it goes to the instance that answers now.
+            endpoint = await _endpoint(config["upstream"], tool.tenant_id, ctx)
+            call = shared_session(endpoint).request(
+                "tools/call", params, on_message=on_message, timeout=tool.timeout_seconds
+            )
+            result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
     except UpstreamError as exc:
         message = redact(exc.message, endpoint.secret_values)
         raise ToolError(
@@ -151,18 +194,21 @@ def validate_prompt_config(config: dict[str, Any]) -> None:
     _check_upstream(config, "prompt")
 
 
-async def _upstream_request(entry: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
+async def _upstream_request(
+    entry: Any, method: str, params: dict[str, Any], ctx: CallContext | None = None
+) -> dict[str, Any]:
     config = entry.backend_config
     if config.get("withdrawn"):
         raise BackendError("the upstream server no longer offers it")
+    endpoint = await _endpoint(config["upstream"], entry.tenant_id, ctx)
     try:
-        endpoint = await endpoint_for_tool(config["upstream"], entry.tenant_id)
-    except SecretUnavailable as exc:
-        raise BackendError(f"cannot authenticate to the upstream server: {exc}") from None
-    if endpoint is None:
-        raise BackendError("its upstream server is missing or disabled")
-    try:
-        return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
+        try:
+            return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
+        except UpstreamUnavailable as exc:
+            if not _instance_gone(endpoint, exc):
+                raise
+            endpoint = await _endpoint(config["upstream"], entry.tenant_id, ctx)
+            return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
     except UpstreamError as exc:
         raise BackendError(
             f"the upstream server {endpoint.name} refused it: {redact(exc.message, endpoint.secret_values)} "
@@ -172,9 +218,11 @@ async def _upstream_request(entry: Any, method: str, params: dict[str, Any]) -> 
         raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
 
 
-async def read_resource(entry: Any, uri: str, variables: dict[str, str]) -> list[dict[str, Any]]:
+async def read_resource(
+    entry: Any, uri: str, variables: dict[str, str], ctx: CallContext | None = None
+) -> list[dict[str, Any]]:
     upstream_uri = entry.backend_config.get("uri", uri)
-    result = await _upstream_request(entry, "resources/read", {"uri": upstream_uri})
+    result = await _upstream_request(entry, "resources/read", {"uri": upstream_uri}, ctx)
     contents = result.get("contents")
     if not isinstance(contents, list):
         raise BackendError("the upstream's resources/read result has no contents")
@@ -186,9 +234,9 @@ async def read_resource(entry: Any, uri: str, variables: dict[str, str]) -> list
     ]
 
 
-async def get_prompt(prompt: Any, arguments: dict[str, str]) -> dict[str, Any]:
+async def get_prompt(prompt: Any, arguments: dict[str, str], ctx: CallContext | None = None) -> dict[str, Any]:
     result = await _upstream_request(
-        prompt, "prompts/get", {"name": prompt.backend_config["prompt"], "arguments": arguments}
+        prompt, "prompts/get", {"name": prompt.backend_config["prompt"], "arguments": arguments}, ctx
     )
     if not isinstance(result.get("messages"), list):
         raise BackendError("the upstream's prompts/get result has no messages")
@@ -236,12 +284,12 @@ class UpstreamBackend(Backend):
     async def read_resource(
         self, entry: ResourceSpec | TemplateSpec, uri: str, variables: dict[str, str], *, ctx: CallContext | None
     ) -> list[dict[str, Any]]:
-        return await read_resource(entry, uri, variables)
+        return await read_resource(entry, uri, variables, ctx)
 
     async def get_prompt(
         self, prompt: PromptSpec, arguments: dict[str, str], *, ctx: CallContext | None
     ) -> dict[str, Any]:
-        return await get_prompt(prompt, arguments)
+        return await get_prompt(prompt, arguments, ctx)
 
     async def complete(
         self, entry: ContentEntry, argument: str, value: str, context: dict[str, str]

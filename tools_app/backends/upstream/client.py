@@ -58,7 +58,12 @@ class UpstreamError(Exception):
 
 
 class UpstreamUnavailable(Exception):
-    """The upstream could not be reached or broke the protocol; the message is safe to show."""
+    """The upstream could not be reached or broke the protocol; the message is safe to show.
+    ``status``: the HTTP status it answered, when that was the trouble."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ListenUnsupported(UpstreamUnavailable):
@@ -79,6 +84,13 @@ class UpstreamEndpoint:
     headers: tuple[tuple[str, str], ...]
     secret_values: tuple[str, ...]
     timeout_seconds: float
+    # A packaged server's instance (tools_app.backends.packaged): ``url`` is empty until its
+    # runner is located; ``scope`` names the instance (tenant, user); ``internal`` endpoints are
+    # Toolbay's own runners, reached without the SSRF guard (which blocks their addresses).
+    packaged: bool = False
+    per_user: bool = False
+    scope: str = ""
+    internal: bool = False
 
 
 @dataclass
@@ -155,7 +167,7 @@ class UpstreamSession:
     async def _open(
         self, method: str, body: dict[str, Any] | None, *, accept: str = ACCEPT, timeout: float | None = None
     ) -> AsyncIterator[httpx.Response]:
-        client = outbound_client()
+        client = internal_client() if self.endpoint.internal else outbound_client()
         content = json.dumps(body).encode() if body is not None else None
         read_timeout = timeout if timeout is not None else self.endpoint.timeout_seconds
         request = client.build_request(
@@ -194,7 +206,7 @@ class UpstreamSession:
             lead = f"the upstream refused the credential (HTTP {response.status_code})"
         else:
             lead = f"the upstream answered HTTP {response.status_code}"
-        return UpstreamUnavailable(self._safe(f"{lead}: {text}" if text else lead))
+        return UpstreamUnavailable(self._safe(f"{lead}: {text}" if text else lead), status=response.status_code)
 
     async def _exchange(
         self, message: dict[str, Any], on_message: MessageHandler | None, timeout: float | None = None
@@ -400,6 +412,21 @@ def _result_of(answer: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+_internal_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = weakref.WeakKeyDictionary()
+
+
+def internal_client() -> httpx.AsyncClient:
+    """The process's pooled client for Toolbay's own runners (one per event loop)."""
+    loop = asyncio.get_running_loop()
+    client = _internal_clients.get(loop)
+    if client is None:
+        limits = httpx.Limits(max_connections=settings.TOOLBAY_HTTP_MAX_CONNECTIONS, keepalive_expiry=30)
+        client = _internal_clients[loop] = httpx.AsyncClient(
+            trust_env=False, follow_redirects=False, timeout=None, limits=limits
+        )
+    return client
+
+
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[UpstreamEndpoint, UpstreamSession]] = (
     weakref.WeakKeyDictionary()
 )
@@ -411,7 +438,7 @@ def shared_session(endpoint: UpstreamEndpoint) -> UpstreamSession:
     sessions = _sessions.setdefault(loop, {})
     session = sessions.get(endpoint)
     if session is None:
-        for stale in [e for e in sessions if e.id == endpoint.id]:
+        for stale in [e for e in sessions if (e.id, e.scope) == (endpoint.id, endpoint.scope)]:
             del sessions[stale]
         session = sessions[endpoint] = UpstreamSession(endpoint)
     return session

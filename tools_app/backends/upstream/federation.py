@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -80,7 +81,21 @@ def published_tools(upstream: UpstreamServer) -> QuerySet[Tool]:
 
 
 def endpoint_of(upstream: UpstreamServer) -> UpstreamEndpoint:
-    """Connection settings with the decrypted credential; raises SecretUnavailable."""
+    """Connection settings with the decrypted credential; raises SecretUnavailable.
+
+    For a packaged server this is only its identity (``packaged``, no URL): where its
+    instance answers is found per call (``locate_instance``)."""
+    if upstream.packaged:
+        return UpstreamEndpoint(
+            id=upstream.pk,
+            name=upstream.name,
+            url="",
+            headers=(),
+            secret_values=(),
+            timeout_seconds=settings.TOOLBAY_UPSTREAM_TIMEOUT_SECONDS,
+            packaged=True,
+            per_user=upstream.per_user,
+        )
     headers: list[tuple[str, str]] = []
     secret_values: tuple[str, ...] = ()
     if upstream.auth != UpstreamServer.Auth.NONE:
@@ -111,9 +126,48 @@ def _load_endpoint(key: tuple[int, int | None]) -> UpstreamEndpoint | None:
 _endpoints: GenerationCache[tuple[int, int | None], UpstreamEndpoint] = GenerationCache(_load_endpoint)
 
 
-async def endpoint_for_tool(upstream_id: int, tenant_id: int | None) -> UpstreamEndpoint | None:
-    """The enabled upstream of that tenant (cached); None when missing, foreign or disabled."""
-    return await _endpoints.get((upstream_id, tenant_id))
+class InstanceLocator(Protocol):
+    async def __call__(self, endpoint: UpstreamEndpoint, *, tenant_id: int, user: str | None) -> UpstreamEndpoint: ...
+
+
+_locator: InstanceLocator | None = None
+_forget: Callable[[UpstreamEndpoint], None] | None = None
+
+
+def register_instance_locator(locator: InstanceLocator, forget: Callable[[UpstreamEndpoint], None]) -> None:
+    """Packaged servers (``tools_app.backends.packaged``, which builds on this package) say here
+    how their instances are found (and how a located one is forgotten when it is gone);
+    federation knows them only as endpoints without a URL."""
+    global _locator, _forget
+    _locator, _forget = locator, forget
+
+
+def forget_instance(endpoint: UpstreamEndpoint) -> None:
+    if _forget is not None:
+        _forget(endpoint)
+
+
+async def locate_instance(endpoint: UpstreamEndpoint, *, tenant_id: int, user: str | None) -> UpstreamEndpoint:
+    """Where the instance of a packaged server for this tenant (and user, for per-user
+    servers) answers, started if needed; raises UpstreamUnavailable."""
+    if _locator is None:
+        raise UpstreamUnavailable("packaged servers are not available in this process")
+    return await _locator(endpoint, tenant_id=tenant_id, user=user if endpoint.per_user else None)
+
+
+async def endpoint_for_tool(
+    upstream_id: int, tenant_id: int | None, *, caller_tenant_id: int | None = None, user: str | None = None
+) -> UpstreamEndpoint | None:
+    """The enabled upstream of that tenant (cached); None when missing, foreign or disabled.
+
+    A packaged server's endpoint is its instance for the calling tenant (``caller_tenant_id``,
+    else the owner; a platform server gets one instance per calling tenant); raises
+    UpstreamUnavailable when that cannot be had now."""
+    endpoint = await _endpoints.get((upstream_id, tenant_id))
+    if endpoint is None or not endpoint.packaged:
+        return endpoint
+    scope_tenant = caller_tenant_id if caller_tenant_id is not None else (tenant_id or 0)
+    return await locate_instance(endpoint, tenant_id=scope_tenant, user=user)
 
 
 def clear_cache() -> None:
@@ -491,6 +545,21 @@ def upstream_apply_discovery(*, upstream_id: int, discovery: Discovery) -> Refre
     return report
 
 
+async def _reachable(endpoint: UpstreamEndpoint, upstream: UpstreamServer) -> UpstreamEndpoint:
+    """A packaged server is listed through its owner's instance; raises UpstreamRefreshError."""
+    if not endpoint.packaged:
+        return endpoint
+    try:
+        return await locate_instance(endpoint, tenant_id=upstream.tenant_id or 0, user=None)
+    except UpstreamUnavailable as exc:
+        raise UpstreamRefreshError(f"cannot start packaged server {upstream.name!r}: {exc}") from None
+
+
+async def _discover_reachable(upstream: UpstreamServer) -> Discovery:
+    endpoint = await _reachable(endpoint_of(upstream), upstream)
+    return await discover(endpoint, with_resources_and_prompts=upstream.import_resources_and_prompts)
+
+
 def _record_failure(upstream_id: int, message: str) -> None:
     UpstreamServer.objects.filter(pk=upstream_id).update(last_error=message, refreshed_at=timezone.now())
 
@@ -499,8 +568,7 @@ def upstream_refresh(*, upstream_id: int) -> RefreshReport:
     """Fetch the upstream's tools and apply them; raises UpstreamRefreshError (recorded)."""
     upstream = UpstreamServer.objects.select_related("secret").get(pk=upstream_id)
     try:
-        endpoint = endpoint_of(upstream)
-        discovery = async_to_sync(discover)(endpoint, with_resources_and_prompts=upstream.import_resources_and_prompts)
+        discovery = async_to_sync(_discover_reachable)(upstream)
     except (SecretUnavailable, UpstreamRefreshError) as exc:
         _record_failure(upstream_id, str(exc))
         raise UpstreamRefreshError(str(exc)) from None
@@ -513,7 +581,7 @@ async def upstream_refresh_async(*, upstream_id: int, session: UpstreamSession |
     """The same for async callers (the listener, which passes its standing session)."""
     upstream = await UpstreamServer.objects.select_related("secret").aget(pk=upstream_id)
     try:
-        endpoint = session.endpoint if session is not None else endpoint_of(upstream)
+        endpoint = session.endpoint if session is not None else await _reachable(endpoint_of(upstream), upstream)
         discovery = await discover(endpoint, session, with_resources_and_prompts=upstream.import_resources_and_prompts)
     except (SecretUnavailable, UpstreamRefreshError) as exc:
         await sync_to_async(_record_failure)(upstream_id, str(exc))

@@ -63,7 +63,8 @@ def lease_key(upstream_id: int) -> str:
 
 def _enabled_upstreams() -> dict[int, tuple[Any, ...]]:
     """Enabled upstreams with a fingerprint of what their session depends on."""
-    rows = UpstreamServer.objects.filter(enabled=True).values_list(
+    # Packaged servers are watched by their runner (a standing stream would keep them warm).
+    rows = UpstreamServer.objects.filter(enabled=True, kind=UpstreamServer.Kind.HTTP).values_list(
         "pk", "url", "auth", "auth_header", "secret_id", "secret__updated_at"
     )
     return {row[0]: row[1:] for row in rows}
