@@ -308,6 +308,9 @@ TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS",
 # much static content each process keeps in memory to serve resources/read without a query.
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)
 TOOLBAY_RESOURCE_CACHE_BYTES = env_int("TOOLBAY_RESOURCE_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
+# Tenants' catalogs each process keeps in memory (estimated bytes; least recently used tenant
+# out first): about 1,500 tenants of 20 private tools each (see the README's figures).
+TOOLBAY_CATALOG_CACHE_BYTES = env_int("TOOLBAY_CATALOG_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 
 # --- Audit -------------------------------------------------------------------------
 # Record one Invocation row per tools/call (turned off only to measure what it costs).
