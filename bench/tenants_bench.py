@@ -49,9 +49,7 @@ import redis
 from bench.echo_bench import BENCH_REDIS, ROOT, free_port, production_settings, server_command, wait_for_port
 from bench.loadgen import Connection
 
-BENCH_DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay_tenants_bench"
-)
+BENCH_DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay_tenants_bench")
 METRICS_TOKEN = "tenants-bench-metrics"
 GRANTED_PLATFORM_TOOLS = 10
 

@@ -46,15 +46,15 @@ from tools_app.catalog.selectors import (
     resource_content,
     tenant_catalog,
 )
-from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
+from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
 from tools_app.catalog.visibility import confirmation_for, visible_entries, visible_tools
 
 # Visible sets kept per tenant (one per distinct caller: key, OAuth subject, groups, scopes).
 MAX_VISIBLE_SETS = 1_000
-# A visible set: its dicts and tuples, plus per entry a tuple slot and two dict entries
-# (measured with tracemalloc, see tests/tools_app/test_catalog_cache.py).
-VISIBLE_SET_BYTES = 3_000
-VISIBLE_ENTRY_BYTES = 250
+# A visible set: its dicts, tuples and digests, plus per entry a tuple slot and a dict entry
+# (tracemalloc: 2.3 KiB for a caller seeing 20 tools; see tests/tools_app/test_catalog_cache.py).
+VISIBLE_SET_BYTES = 1_200
+VISIBLE_ENTRY_BYTES = 60
 # A tenant's entry itself (TenantTools, its memo dict), besides its own catalog part.
 TENANT_ENTRY_BYTES = 1_000
 
@@ -85,7 +85,7 @@ class VisibleSet:
     prompt_by_name: dict[str, PromptSpec] = field(default_factory=dict)
     # One fingerprint per list a client can be told has changed ("tools", "resources", "prompts").
     digests: dict[str, str] = field(default_factory=dict)
-    # The confirmation policy of each tool for this caller, by name (rules may tighten the tool's).
+    # The confirmation policy for this caller of each tool whose rules tighten its own, by name.
     confirmations: dict[str, str] = field(default_factory=dict)
 
     def confirmation(self, tool: ToolSpec) -> str:
@@ -160,7 +160,7 @@ class TenantTools:
                 prompts=prompts,
                 prompt_by_name={p.name: p for p in prompts},
                 digests={"tools": digest, "resources": _digest(resources, templates), "prompts": _digest(prompts)},
-                confirmations={t.name: confirmation_for(t, rules, principal) for t in tools},
+                confirmations=_tightened(tools, rules, principal),
             )
             if len(self._visible) >= MAX_VISIBLE_SETS:  # OAuth subjects are many; keep it bounded
                 _, dropped = self._visible.popitem(last=False)
@@ -170,6 +170,17 @@ class TenantTools:
         else:
             self._visible.move_to_end(memo_key)
         return found
+
+
+def _tightened(tools: tuple[ToolSpec, ...], rules: tuple[RuleSpec, ...], principal: Principal) -> dict[str, str]:
+    """The tools whose confirmation policy rules tighten for this caller (most have none:
+    a dict entry per visible tool per caller would be memory for nothing)."""
+    found = {}
+    for tool in tools:
+        policy = confirmation_for(tool, rules, principal)
+        if policy != tool.confirmation:
+            found[tool.name] = policy
+    return found
 
 
 def _visible_bytes(visible: VisibleSet) -> int:

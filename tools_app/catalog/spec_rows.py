@@ -10,11 +10,16 @@ no walk over the decoded JSON) and were calibrated against tracemalloc on CPytho
 snapshot's fixed cost per kind, plus its text, plus ``JSON_FACTOR`` times its JSON text, plus
 the tools/list entry (``wire``) the first listing adds. ``tests/tools_app/test_catalog_cache.py``
 checks that they stay within a factor of 1.5 of what tracemalloc measures.
+
+Identical short JSON values are decoded once and shared, and the keys and short strings of
+longer ones are interned (``_json``): a tool's memory is mostly its own text.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -71,17 +76,18 @@ RULE_COLUMNS = (
     "confirmation",
 )
 
-# Measured with tracemalloc (tests/tools_app/test_catalog_cache.py builds the same shapes):
-# a spec instance with its attribute dict, small containers and numbers, before any text.
-SPEC_BYTES = 1_400
+# Measured with tracemalloc over 1,000 tools with unique schemas of 0-16 properties (60-1,400
+# characters): a spec instance with its attribute dict, small containers and numbers, before
+# any text (shared JSON values such as the backend settings cost it nothing).
+SPEC_BYTES = 700
 # The tools/list entry a tool keeps once listed (``ToolSpec.wire``: a dict and its small parts).
-TOOL_WIRE_BYTES = 900
+TOOL_WIRE_BYTES = 400
 RULE_BYTES = 900
 # A CatalogPart and its five tuples.
 PART_BYTES = 400
 # Decoded JSON costs about this many bytes of objects per character of JSON text (small dicts,
-# lists and short strings: 3.2-4.5 for tool schemas of 100-2,000 characters).
-JSON_FACTOR = 4
+# lists, long strings; keys and short strings interned): 3.4-3.6 for schemas of 200-1,400.
+JSON_FACTOR = 3.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +97,43 @@ class Sized(Generic[T]):
 
 
 def _json(text: str | None, default: Any) -> tuple[Any, int]:
+    """The decoded value and the characters to charge for it (0 when shared, see ``_decoded``)."""
     if text is None:
         return default, 0
-    value = json.loads(text) if isinstance(text, str) else text
-    return (default if value is None else value), len(text) if isinstance(text, str) else 0
+    if not isinstance(text, str):  # a database that decodes JSON itself
+        return (default if text is None else text), 0
+    if len(text) <= SHARED_JSON_MAX_CHARS:
+        value = _shared.get(text)
+        if value is not None:
+            _shared.move_to_end(text)
+            return value, 0
+        value = json.loads(text)
+        _shared[text] = value
+        if len(_shared) > SHARED_JSON_ENTRIES:
+            _shared.popitem(last=False)
+        return (default if value is None else value), len(text)
+    return _interned(json.loads(text)), len(text)
+
+
+# Short JSON values repeat across tools and tenants (``{"handler": "demo.echo"}``, ``[]``,
+# ``["tools:read"]``): one decoded value per text, least recently used out past the bound.
+# Snapshots never mutate what they hold, so sharing is safe, as sharing a platform tool is.
+SHARED_JSON_MAX_CHARS = 96
+SHARED_JSON_ENTRIES = 2_048
+_shared: OrderedDict[str, Any] = OrderedDict()
+# Keys and short values of longer JSON (schemas) are interned: "type", "string", "description"
+# are one object each however many schemas hold them (about a third of a small schema's memory).
+INTERNED_MAX_CHARS = 32
+
+
+def _interned(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(key): _interned(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_interned(item) for item in value]
+    if isinstance(value, str) and len(value) <= INTERNED_MAX_CHARS:
+        return sys.intern(value)
+    return value
 
 
 def _optional_bool(value: object) -> bool | None:
@@ -145,7 +184,7 @@ def _entry(row: Sequence[Any]) -> tuple[dict[str, Any], int]:
         "version": version,
     }
     text = len(name) + len(title) + len(description)
-    return fields, SPEC_BYTES + text + JSON_FACTOR * (icons_chars + tags_chars + config_chars)
+    return fields, SPEC_BYTES + text + int(JSON_FACTOR * (icons_chars + tags_chars + config_chars))
 
 
 def tool(row: Sequence[Any]) -> Sized[ToolSpec]:
@@ -167,7 +206,7 @@ def tool(row: Sequence[Any]) -> Sized[ToolSpec]:
         task_support=task_support,
         confirmation=confirmation,
     )
-    return Sized(spec, nbytes + TOOL_WIRE_BYTES + JSON_FACTOR * (input_chars + output_chars))
+    return Sized(spec, nbytes + TOOL_WIRE_BYTES + int(JSON_FACTOR * (input_chars + output_chars)))
 
 
 def _readable(fields: dict[str, Any], audience: Any, priority: float | None, last_modified: datetime | None) -> int:
@@ -181,7 +220,7 @@ def _readable(fields: dict[str, Any], audience: Any, priority: float | None, las
     if last_modified is not None:
         annotations["lastModified"] = last_modified.isoformat().replace("+00:00", "Z")
     fields["annotations"] = annotations
-    return JSON_FACTOR * audience_chars
+    return int(JSON_FACTOR * audience_chars)
 
 
 def resource(row: Sequence[Any]) -> Sized[ResourceSpec]:
@@ -198,7 +237,7 @@ def template(row: Sequence[Any]) -> Sized[TemplateSpec]:
     nbytes += _readable(fields, audience, priority, None)
     completions_value, completions_chars = _json(completions, {})
     spec = TemplateSpec(**fields, mime_type=mime_type, uri_template=uri_template, completions=completions_value)
-    return Sized(spec, nbytes + len(uri_template) + len(mime_type) + JSON_FACTOR * completions_chars)
+    return Sized(spec, nbytes + len(uri_template) + len(mime_type) + int(JSON_FACTOR * completions_chars))
 
 
 def prompt(row: Sequence[Any]) -> Sized[PromptSpec]:
@@ -207,7 +246,7 @@ def prompt(row: Sequence[Any]) -> Sized[PromptSpec]:
     messages, messages_chars = _json(row[13], [])
     completions, completions_chars = _json(row[14], {})
     spec = PromptSpec(**fields, arguments=arguments, messages=messages, completions=completions)
-    return Sized(spec, nbytes + JSON_FACTOR * (arguments_chars + messages_chars + completions_chars))
+    return Sized(spec, nbytes + int(JSON_FACTOR * (arguments_chars + messages_chars + completions_chars)))
 
 
 def rules(rows: Sequence[Sequence[Any]]) -> tuple[Sized[RuleSpec], ...]:
@@ -245,7 +284,10 @@ def rules(rows: Sequence[Sequence[Any]]) -> tuple[Sized[RuleSpec], ...]:
         built.append(
             Sized(
                 spec,
-                RULE_BYTES + len(pattern) + named_bytes + JSON_FACTOR * (subjects_chars + groups_chars + scopes_chars),
+                RULE_BYTES
+                + len(pattern)
+                + named_bytes
+                + int(JSON_FACTOR * (subjects_chars + groups_chars + scopes_chars)),
             )
         )
     return tuple(built)
