@@ -103,7 +103,7 @@ def test_past_the_budget_the_least_recently_used_tenant_goes_first_one_at_a_time
     visible(cache, tenants[0])
     visible(cache, tenants[2])
     assert (cache.stats.hits, cache.stats.misses) == (hits + 2, misses)  # t1 and t3 stayed
-    assert [t.name for t in visible(cache, tenants[1]).tools][0] == "t2_tool_0"  # t2 loads again
+    assert visible(cache, tenants[1]).tools[0].name == "t2_tool_0"  # t2 loads again
     assert cache.stats.misses == misses + 1 and cache.stats.evictions == 2
     assert cache.held()["loads"] == 0
 

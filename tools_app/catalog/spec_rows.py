@@ -280,14 +280,7 @@ def rules(rows: Sequence[Sequence[Any]]) -> tuple[Sized[RuleSpec], ...]:
             groups=frozenset(groups_value),
             confirmation=confirmation,
         )
-        named_bytes = 60 * len(keys[rule_id])
-        built.append(
-            Sized(
-                spec,
-                RULE_BYTES
-                + len(pattern)
-                + named_bytes
-                + int(JSON_FACTOR * (subjects_chars + groups_chars + scopes_chars)),
-            )
-        )
+        json_chars = subjects_chars + groups_chars + scopes_chars
+        nbytes = RULE_BYTES + len(pattern) + 60 * len(keys[rule_id]) + int(JSON_FACTOR * json_chars)
+        built.append(Sized(spec, nbytes))
     return tuple(built)
