@@ -114,7 +114,7 @@ def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
             name=key["name"],
             prefix=key["prefix"],
             key_hash=key["key_hash"],
-            scopes=frozenset(key["scopes"] or []),
+            scopes=frozenset(key["scopes"]) if key["scopes"] else _NO_SCOPES,
             expires_at=key["expires_at"],
             revoked=key["revoked_at"] is not None,
         )
@@ -131,6 +131,9 @@ def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
         loaded_at=time.monotonic(),
         keys_by_prefix=records,
     )
+
+
+_NO_SCOPES: frozenset[str] = frozenset()  # shared: an empty frozenset is 216 bytes apiece
 
 
 class _Loaded(NamedTuple):
