@@ -15,7 +15,9 @@ Each run starts one uvicorn and one audit writer and then, tenant after tenant, 
 tenant's first session: initialize, notifications/initialized, tools/list, one tools/call
 (its catalog is cold). It reports
 
-- the first session's time (the four requests, loopback client), p50 and p99 over tenants;
+- the first session's time (the four requests, loopback client), p50 and p99 over tenants,
+  and the server's CPU time per first session; then the same for a second session of the
+  last tenth of the tenants (catalogs cached), so the cold load's share shows in one run;
 - the server's RSS every tenth of the way; memory per cached tenant is the slope between the
   first and the last tenth, measured with a budget that holds every tenant (``--budget-mib 0``
   then means "as much as it takes");
@@ -232,16 +234,30 @@ async def first_session(url: str, key: str) -> float:
         conn.close()
 
 
-async def walk(server: Server, tenants: list[tuple[int, str]], tools: int) -> tuple[list[float], list[tuple[int, int]]]:
-    """Every tenant's first session in turn; the times and (tenants done, RSS KiB) checkpoints."""
+def cpu_ms(pid: int) -> float:
+    """User + system CPU time of the process so far, in ms."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") * 1000
+
+
+@dataclass
+class Walk:
+    times: list[float]  # each session's time, ms
+    checkpoints: list[tuple[int, int]]  # (tenants done, RSS KiB)
+    cpu_ms_per_session: float  # the server's CPU time (its own clock: 10 ms ticks), averaged
+
+
+async def walk(server: Server, tenants: list[tuple[int, str]]) -> Walk:
+    """A session of every tenant in turn."""
     times: list[float] = []
     checkpoints = [(0, rss_kib(server.pid))]
     step = max(1, len(tenants) // 10)
+    cpu_before = cpu_ms(server.pid)
     for done, (pk, slug) in enumerate(tenants, start=1):
         times.append(await first_session(server.url(slug), raw_key(pk)))
         if done % step == 0 or done == len(tenants):
             checkpoints.append((done, rss_kib(server.pid)))
-    return times, checkpoints
+    return Walk(times, checkpoints, (cpu_ms(server.pid) - cpu_before) / len(tenants))
 
 
 async def unknown_slugs(server: Server, requests: int, *, distinct: bool, concurrency: int = 8) -> None:
@@ -286,24 +302,33 @@ def cache_metric(metrics: dict[str, float], name: str, cache: str) -> float:
     return metrics[f'toolbay_cache_{name}{{cache="{cache}"}}']
 
 
-def one_run(tenants: list[tuple[int, str]], tools: int, budget_bytes: int, unknown: int) -> dict[str, float]:
+def one_run(tenants: list[tuple[int, str]], budget_bytes: int, unknown: int) -> dict[str, float]:
     result: dict[str, float] = {}
     # Unbounded enough to hold every tenant: what one cached tenant costs.
     server = Server(environment(64 * 1024**3))
     server.start()
     try:
-        times, checkpoints = asyncio.run(walk(server, tenants, tools))
+        cold = asyncio.run(walk(server, tenants))
         metrics = server.cache_metrics()
+        # The same sessions again on the last tenth, catalogs cached: what the cold load adds.
+        warm = asyncio.run(walk(server, tenants[-max(1, len(tenants) // 10) :]))
     finally:
         server.stop()
+    times, checkpoints = cold.times, cold.checkpoints
     result["first_session_p50_ms"] = percentile(times, 0.5)
     result["first_session_p99_ms"] = percentile(times, 0.99)
+    result["warm_session_p50_ms"] = percentile(warm.times, 0.5)
+    result["warm_session_p99_ms"] = percentile(warm.times, 0.99)
+    result["first_session_server_cpu_ms"] = cold.cpu_ms_per_session
+    result["warm_session_server_cpu_ms"] = warm.cpu_ms_per_session
     result["mib_per_cached_tenant"] = slope_kib_per_tenant(checkpoints) / 1024
     result["catalog_estimate_mib_per_tenant"] = cache_metric(metrics, "bytes", "catalog") / len(tenants) / 1024**2
     result["rss_unbounded_mib"] = checkpoints[-1][1] / 1024
     print(
         f"  unbounded: first session p50 {result['first_session_p50_ms']:.2f} ms, p99"
-        f" {result['first_session_p99_ms']:.2f} ms; {result['mib_per_cached_tenant']:.4f} MiB per cached tenant"
+        f" {result['first_session_p99_ms']:.2f} ms, server CPU {cold.cpu_ms_per_session:.2f} ms (warm, catalog"
+        f" cached: p50 {result['warm_session_p50_ms']:.2f} ms, p99 {result['warm_session_p99_ms']:.2f} ms, CPU"
+        f" {warm.cpu_ms_per_session:.2f} ms); {result['mib_per_cached_tenant']:.4f} MiB per cached tenant"
         f" (estimate {result['catalog_estimate_mib_per_tenant']:.4f}); RSS by tenants done"
         f" {[(n, round(r / 1024)) for n, r in checkpoints]} MiB",
         flush=True,
@@ -311,7 +336,8 @@ def one_run(tenants: list[tuple[int, str]], tools: int, budget_bytes: int, unkno
     server = Server(environment(budget_bytes))
     server.start()
     try:
-        times, checkpoints = asyncio.run(walk(server, tenants, tools))
+        bounded = asyncio.run(walk(server, tenants))
+        times, checkpoints = bounded.times, bounded.checkpoints
         metrics = server.cache_metrics()
         result["bounded_first_session_p99_ms"] = percentile(times, 0.99)
         result["rss_bounded_mib"] = checkpoints[-1][1] / 1024
@@ -373,7 +399,7 @@ def main() -> None:
     for run in range(args.runs):
         print(f"run {run + 1}/{args.runs} (load average {load_average()}):", flush=True)
         redis.Redis.from_url(BENCH_REDIS).flushdb()  # no sessions left from the last run
-        runs.append(one_run(tenants, args.tools, int(args.budget_mib * 1024**2), args.unknown))
+        runs.append(one_run(tenants, int(args.budget_mib * 1024**2), args.unknown))
     print(f"median of {len(runs)} runs [min - max]:")
     for name in runs[0]:
         values = [run[name] for run in runs]
