@@ -22,9 +22,10 @@ tenant's first session: initialize, notifications/initialized, tools/list, one t
   first and the last tenth, measured with a budget that holds every tenant (``--budget-mib 0``
   then means "as much as it takes");
 - the same walk with the catalog cache bounded by ``--budget-mib``: RSS levels off;
-- 100,000 requests to distinct unknown slugs (``--unknown``): RSS before and after (both
-  after a warm-up of 10,000), and the "unknown_tenants" cache's misses (one query each) for
-  distinct slugs and for one slug asked again and again.
+- 100,000 requests to distinct unknown slugs (``--unknown``), on a server of their own: RSS
+  before and after (both after a warm-up of 10,000), and the "unknown_tenants" cache's misses
+  (one query each) for distinct slugs and for one slug asked again and again
+  (``--unknown-only`` runs just this).
 
 Each measure is reported per run and as the median of the runs with their spread.
 """
@@ -351,33 +352,46 @@ def one_run(tenants: list[tuple[int, str]], budget_bytes: int, unknown: int) -> 
             f" {result['evictions']:.0f} evictions; first session p99 {result['bounded_first_session_p99_ms']:.2f} ms",
             flush=True,
         )
-        if unknown:
-            asyncio.run(unknown_slugs(server, 10_000, distinct=True))  # fill the bounded structures
-            before = rss_kib(server.pid)
-            misses_before = cache_metric(server.cache_metrics(), "misses_total", "unknown_tenants")
-            started = time.perf_counter()
-            asyncio.run(unknown_slugs(server, unknown, distinct=True))
-            seconds = time.perf_counter() - started
-            after = rss_kib(server.pid)
-            metrics = server.cache_metrics()
-            distinct_misses = cache_metric(metrics, "misses_total", "unknown_tenants") - misses_before
-            started = time.perf_counter()
-            asyncio.run(unknown_slugs(server, 20_000, distinct=False))
-            repeat_seconds = time.perf_counter() - started
-            repeated = server.cache_metrics()
-            repeat_misses = cache_metric(repeated, "misses_total", "unknown_tenants") - (
-                cache_metric(metrics, "misses_total", "unknown_tenants")
-            )
-            result["unknown_rss_growth_mib"] = (after - before) / 1024
-            result["unknown_per_s"] = unknown / seconds
-            print(
-                f"  {unknown} distinct unknown slugs in {seconds:.1f} s: RSS {before / 1024:.1f} -> {after / 1024:.1f}"
-                f" MiB ({(after - before) / 1024:+.2f}); {distinct_misses:.0f} lookups (one per new slug);"
-                f" 20000 requests to one unknown slug in {repeat_seconds:.1f} s: {repeat_misses:.0f} lookups"
-                f" (one per {5:.0f} s remembered); {cache_metric(repeated, 'entries', 'unknown_tenants'):.0f}"
-                " slugs remembered",
-                flush=True,
-            )
+    finally:
+        server.stop()
+    if unknown:
+        result.update(unknown_phase(budget_bytes, unknown))
+    return result
+
+
+def unknown_phase(budget_bytes: int, unknown: int) -> dict[str, float]:
+    """Unknown slugs on a server of their own: nothing else (a walk, a scrape of 10,000
+    tenants' counters) moves its RSS meanwhile."""
+    result: dict[str, float] = {}
+    server = Server(environment(budget_bytes))
+    server.start()
+    try:
+        asyncio.run(unknown_slugs(server, 10_000, distinct=True))  # fill the bounded structures
+        misses_before = cache_metric(server.cache_metrics(), "misses_total", "unknown_tenants")
+        before = rss_kib(server.pid)
+        started = time.perf_counter()
+        asyncio.run(unknown_slugs(server, unknown, distinct=True))
+        seconds = time.perf_counter() - started
+        after = rss_kib(server.pid)
+        metrics = server.cache_metrics()
+        distinct_misses = cache_metric(metrics, "misses_total", "unknown_tenants") - misses_before
+        started = time.perf_counter()
+        asyncio.run(unknown_slugs(server, 20_000, distinct=False))
+        repeat_seconds = time.perf_counter() - started
+        repeated = server.cache_metrics()
+        repeat_misses = cache_metric(repeated, "misses_total", "unknown_tenants") - (
+            cache_metric(metrics, "misses_total", "unknown_tenants")
+        )
+        result["unknown_rss_growth_mib"] = (after - before) / 1024
+        result["unknown_per_s"] = unknown / seconds
+        print(
+            f"  {unknown} distinct unknown slugs in {seconds:.1f} s: RSS {before / 1024:.1f} -> {after / 1024:.1f}"
+            f" MiB ({(after - before) / 1024:+.2f}); {distinct_misses:.0f} lookups (one per new slug);"
+            f" 20000 requests to one unknown slug in {repeat_seconds:.1f} s: {repeat_misses:.0f} lookups"
+            f" (one per 5 s remembered); {cache_metric(repeated, 'entries', 'unknown_tenants'):.0f}"
+            " slugs remembered",
+            flush=True,
+        )
     finally:
         server.stop()
     return result
@@ -391,6 +405,7 @@ def main() -> None:
     parser.add_argument("--budget-mib", type=float, default=64.0, help="the catalog cache budget of the bounded walk")
     parser.add_argument("--unknown", type=int, default=100_000, help="requests to unknown slugs (0: skip)")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--unknown-only", action="store_true", help="only the unknown slugs (no tenants walked)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -399,7 +414,10 @@ def main() -> None:
     for run in range(args.runs):
         print(f"run {run + 1}/{args.runs} (load average {load_average()}):", flush=True)
         redis.Redis.from_url(BENCH_REDIS).flushdb()  # no sessions left from the last run
-        runs.append(one_run(tenants, int(args.budget_mib * 1024**2), args.unknown))
+        if args.unknown_only:
+            runs.append(unknown_phase(int(args.budget_mib * 1024**2), args.unknown))
+        else:
+            runs.append(one_run(tenants, int(args.budget_mib * 1024**2), args.unknown))
     print(f"median of {len(runs)} runs [min - max]:")
     for name in runs[0]:
         values = [run[name] for run in runs]
