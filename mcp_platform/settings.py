@@ -309,7 +309,7 @@ TOOLBAY_UPSTREAM_REFRESH_SECONDS = env_float("TOOLBAY_UPSTREAM_REFRESH_SECONDS",
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)
 TOOLBAY_RESOURCE_CACHE_BYTES = env_int("TOOLBAY_RESOURCE_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 # Tenants' catalogs each process keeps in memory (estimated bytes; least recently used tenant
-# out first): about 1,500 tenants of 20 private tools each (see the README's figures).
+# out first): about 2,000 tenants of 20 private tools each (see the README's figures).
 TOOLBAY_CATALOG_CACHE_BYTES = env_int("TOOLBAY_CATALOG_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 
 # --- Audit -------------------------------------------------------------------------
