@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prometheus_client import REGISTRY, Counter, Gauge
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 UNKNOWN_TOOL = "(unknown)"
@@ -196,3 +196,60 @@ def register_tool_labels(labels: ToolLabels) -> None:
     Called once Django is set up (``tools_app.apps``); until then every name is unknown.
     """
     _tool_labels.append(labels)
+
+
+class CacheStats:
+    """Counters of one per-process cache, read when Prometheus scrapes.
+
+    Plain attributes the cache increments from the event loop (the caches are used from it
+    alone): no lock and no label lookup on the request path.
+    """
+
+    __slots__ = ("bytes", "entries", "evictions", "hits", "misses")
+
+    def __init__(self) -> None:
+        self.hits = 0  # answered from memory
+        self.misses = 0  # loaded (from the database)
+        self.evictions = 0  # entries dropped to stay within the cache's bound
+        self.entries = 0
+        self.bytes = 0  # estimated memory held (0 where the cache does not estimate it)
+
+
+_caches: dict[str, CacheStats] = {}
+
+
+def cache_stats(name: str) -> CacheStats:
+    """The counters of cache ``name`` (created on first use), served at /metrics with label
+    ``cache=name``."""
+    stats = _caches.get(name)
+    if stats is None:
+        stats = _caches[name] = CacheStats()
+    return stats
+
+
+class CacheCollector(Collector):
+    def collect(self) -> Iterator[Any]:
+        families: dict[str, CounterMetricFamily | GaugeMetricFamily] = {
+            "hits": CounterMetricFamily(
+                "toolbay_cache_hits", "Lookups this process's cache answered from memory.", labels=["cache"]
+            ),
+            "misses": CounterMetricFamily(
+                "toolbay_cache_misses", "Lookups this process's cache had to load.", labels=["cache"]
+            ),
+            "evictions": CounterMetricFamily(
+                "toolbay_cache_evictions",
+                "Entries dropped (least recently used first) to stay within the cache's bound.",
+                labels=["cache"],
+            ),
+            "entries": GaugeMetricFamily("toolbay_cache_entries", "Entries the cache holds now.", labels=["cache"]),
+            "bytes": GaugeMetricFamily(
+                "toolbay_cache_bytes", "Estimated memory the cache holds now (see the README).", labels=["cache"]
+            ),
+        }
+        for name, stats in sorted(_caches.items()):
+            for field, family in families.items():
+                family.add_metric([name], getattr(stats, field))
+        yield from families.values()
+
+
+REGISTRY.register(CacheCollector())

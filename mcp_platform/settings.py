@@ -320,6 +320,9 @@ TOOLBAY_PACKAGED_MAX_INSTANCES = env_int("TOOLBAY_PACKAGED_MAX_INSTANCES", 200, 
 # much static content each process keeps in memory to serve resources/read without a query.
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)
 TOOLBAY_RESOURCE_CACHE_BYTES = env_int("TOOLBAY_RESOURCE_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
+# Tenants' catalogs each process keeps in memory (estimated bytes; least recently used tenant
+# out first): about 2,000 tenants of 20 private tools each (see the README's figures).
+TOOLBAY_CATALOG_CACHE_BYTES = env_int("TOOLBAY_CATALOG_CACHE_BYTES", 64 * 1024 * 1024, minimum=0)
 
 # --- Packaged MCP servers: the sandbox (tools_app/backends/packaged/sandbox.py) --------
 # The bubblewrap binary (a name on PATH or a path). Missing or not working (no unprivileged

@@ -4,7 +4,12 @@
 as of the tenant's generation (``mcp_platform.generations``). A request costs one Redis
 round trip, reading that generation; a generation that moved, or a record older than
 ``MAX_AGE_SECONDS`` (a safety net should a publish ever fail), reloads the tenant once,
-with concurrent requests waiting on the same load. Caches of what a tenant's callers see
+with concurrent requests waiting on the same load.
+
+Memory stays bounded whatever is asked for: at most ``MAX_ENTRIES`` tenant records and
+``MAX_MISSING`` remembered unknown slugs, each dropped least recently used first, one at a
+time; nothing per slug while no load runs (``SingleFlight``); "last used" write times only
+for keys used within ``LAST_USED_WRITE_INTERVAL``. Caches of what a tenant's callers see
 (``tools_app.catalog.cache``) follow the records kept here: a new record means reload.
 
 API keys are checked here. Any other bearer credential is an OAuth access token, handed to
@@ -20,22 +25,29 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from functools import partial
+from typing import NamedTuple, Protocol
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from mcp_platform import generations
+from mcp_platform.metrics import cache_stats
+from mcp_platform.single_flight import SingleFlight
 from tenants import keys
 from tenants.models import ApiKey
 from tenants.principal import Principal
-from tenants.selectors import api_keys_of, tenant_active_by_slug
+from tenants.selectors import active_tenant_with_keys
 
 MAX_AGE_SECONDS = 60.0
 # Unknown slugs are remembered briefly so a scan of random URLs cannot reach the database
 # on every request; a new tenant clears them through the "all" generation.
 MISSING_TTL_SECONDS = 5.0
+# A record holds a tenant's settings and key hashes: about 1 KiB with a few keys.
 MAX_ENTRIES = 10_000
+# A remembered unknown slug costs about 300 bytes; a scan of more distinct slugs than this
+# within MISSING_TTL_SECONDS just pushes the oldest out (each new slug costs one query).
+MAX_MISSING = 1_024
 # last_used_at is informational; writing it at most this often keeps writes off the hot path.
 LAST_USED_WRITE_INTERVAL = 300.0
 
@@ -100,34 +112,44 @@ class TenantRecord:
 
 
 def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
-    tenant = tenant_active_by_slug(slug)
-    if tenant is None:
+    found = active_tenant_with_keys(slug)
+    if found is None:
         return None
+    tenant, api_keys = found
     records = {
-        key.prefix: KeyRecord(
-            id=key.pk,
-            name=key.name,
-            prefix=key.prefix,
-            key_hash=key.key_hash,
-            scopes=frozenset(key.scopes or []),
-            expires_at=key.expires_at,
-            revoked=key.revoked_at is not None,
-            tool_listing=key.tool_listing,
+        key["prefix"]: KeyRecord(
+            id=key["id"],
+            name=key["name"],
+            prefix=key["prefix"],
+            key_hash=key["key_hash"],
+            scopes=frozenset(key["scopes"]) if key["scopes"] else _NO_SCOPES,
+            expires_at=key["expires_at"],
+            revoked=key["revoked_at"] is not None,
+            tool_listing=key["tool_listing"],
         )
-        for key in api_keys_of(tenant)
+        for key in api_keys
     }
     return TenantRecord(
-        tenant_id=tenant.pk,
-        slug=tenant.slug,
-        allow_anonymous=tenant.allow_anonymous,
-        api_keys_enabled=tenant.api_keys_enabled,
-        calls_per_minute=tenant.calls_per_minute,
-        max_concurrent_calls=tenant.max_concurrent_calls,
+        tenant_id=tenant["id"],
+        slug=tenant["slug"],
+        allow_anonymous=tenant["allow_anonymous"],
+        api_keys_enabled=tenant["api_keys_enabled"],
+        calls_per_minute=tenant["calls_per_minute"],
+        max_concurrent_calls=tenant["max_concurrent_calls"],
         generation=generation,
         loaded_at=time.monotonic(),
         keys_by_prefix=records,
-        tool_listing=tenant.tool_listing,
+        tool_listing=tenant["tool_listing"],
     )
+
+
+_NO_SCOPES: frozenset[str] = frozenset()  # shared: an empty frozenset is 216 bytes apiece
+
+
+class _Loaded(NamedTuple):
+    generation: generations.Generation
+    started: float
+    record: TenantRecord | None
 
 
 def _touch_key(key_id: int) -> None:
@@ -173,11 +195,15 @@ class TenantDirectory:
     def __init__(self) -> None:
         self._verifier: TokenVerifier | None = None
         self._entries: OrderedDict[str, TenantRecord] = OrderedDict()
-        self._missing: dict[str, tuple[generations.Generation, float]] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._last_used_written: dict[int, float] = {}
+        # Unknown or inactive slugs: (generation, when) of the load that found nothing.
+        self._missing: OrderedDict[str, tuple[generations.Generation, float]] = OrderedDict()
+        self._loads: SingleFlight[str, _Loaded] = SingleFlight()
+        # Key id -> when its last_used_at was last written, oldest first.
+        self._last_used_written: OrderedDict[int, float] = OrderedDict()
         self._shared_checks: dict[str, asyncio.Future[TenantRecord | None]] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.stats = cache_stats("tenants")
+        self.missing_stats = cache_stats("unknown_tenants")
 
     def use_token_verifier(self, verifier: TokenVerifier | None) -> None:
         """Install the OAuth token check (the OAuth app does, when Django starts)."""
@@ -191,44 +217,73 @@ class TenantDirectory:
         self._entries.clear()
         self._missing.clear()
         self._last_used_written.clear()
+        self.stats.entries = self.missing_stats.entries = 0
+
+    def held(self) -> dict[str, int]:
+        """How many items each per-process structure holds now (for tests and the benchmark)."""
+        return {
+            "records": len(self._entries),
+            "missing": len(self._missing),
+            "loads": len(self._loads),
+            "last_used": len(self._last_used_written),
+            "shared_checks": len(self._shared_checks),
+        }
 
     async def tenant(self, slug: str) -> TenantRecord | None:
         """The active tenant, fresh as of its current generation; None if unknown or inactive."""
         generation = await generations.read(slug)
+        now = time.monotonic()
         entry = self._entries.get(slug)
         if entry is not None:
-            if entry.generation == generation and time.monotonic() - entry.loaded_at < MAX_AGE_SECONDS:
+            if entry.generation == generation and now - entry.loaded_at < MAX_AGE_SECONDS:
                 self._entries.move_to_end(slug)
+                self.stats.hits += 1
                 return entry
         else:
             missing = self._missing.get(slug)
-            if missing is not None and missing[0] == generation and time.monotonic() - missing[1] < MISSING_TTL_SECONDS:
+            if missing is not None and missing[0] == generation and now - missing[1] < MISSING_TTL_SECONDS:
+                self.missing_stats.hits += 1
                 return None
-        return await self._reload(slug, generation)
+        # What the load must be newer than: the stale record (or remembered miss), if any.
+        stale_since = entry.loaded_at if entry is not None else self._missing.get(slug, (generation, 0.0))[1]
+        return await self._reload(slug, generation, stale_since)
 
-    async def _reload(self, slug: str, generation: generations.Generation) -> TenantRecord | None:
+    async def _reload(self, slug: str, generation: generations.Generation, stale_since: float) -> TenantRecord | None:
         # The generation was read before the rows: a change committed meanwhile bumps it
         # again, so the next request reloads instead of keeping what this load saw.
-        lock = self._locks.setdefault(slug, asyncio.Lock())
-        async with lock:
-            current = self._entries.get(slug)
-            if current is not None and current.generation == generation:
-                return current  # another request loaded it while we waited
-            loaded = await sync_to_async(_load)(slug, generation)
-            if loaded is None:
-                self._entries.pop(slug, None)
-                self._missing[slug] = (generation, time.monotonic())
-            else:
-                self._missing.pop(slug, None)
-                self._entries[slug] = loaded
-            self._trim()
-            return loaded
+        while True:
+            loaded = await self._loads.run(slug, partial(self._load_now, slug, generation))
+            # A running load this request joined counts if it read this generation (or a later
+            # one) and began after the stale record was loaded: past MAX_AGE_SECONDS the record
+            # must really be read again, not handed back (the safety net for a missed bump).
+            current = loaded.generation[0] >= generation[0] and loaded.generation[1] >= generation[1]
+            if current and loaded.started > stale_since:
+                return loaded.record
 
-    def _trim(self) -> None:
-        while len(self._entries) > MAX_ENTRIES:
-            self._entries.popitem(last=False)
-        if len(self._missing) > MAX_ENTRIES:
-            self._missing.clear()
+    async def _load_now(self, slug: str, generation: generations.Generation) -> _Loaded:
+        started = time.monotonic()
+        loaded = await sync_to_async(_load)(slug, generation)
+        if loaded is None:
+            self.missing_stats.misses += 1
+            if self._entries.pop(slug, None) is not None:
+                self.stats.entries -= 1
+            self._missing[slug] = (generation, started)
+            self._missing.move_to_end(slug)
+            while len(self._missing) > MAX_MISSING:
+                self._missing.popitem(last=False)
+                self.missing_stats.evictions += 1
+            self.missing_stats.entries = len(self._missing)
+        else:
+            self.stats.misses += 1
+            if self._missing.pop(slug, None) is not None:
+                self.missing_stats.entries -= 1
+            self._entries[slug] = loaded
+            self._entries.move_to_end(slug)
+            while len(self._entries) > MAX_ENTRIES:
+                self._entries.popitem(last=False)
+                self.stats.evictions += 1
+            self.stats.entries = len(self._entries)
+        return _Loaded(generation, started, loaded)
 
     async def authenticate(self, slug: str, authorization: str | None, origin: str = "") -> Principal:
         """Resolve the caller of ``/mcp/<slug>``; raises AuthFailure (404 or 401).
@@ -291,7 +346,12 @@ class TenantDirectory:
         last = self._last_used_written.get(key_id)
         if last is not None and now - last < LAST_USED_WRITE_INTERVAL:
             return
-        self._last_used_written[key_id] = now
+        # Entries older than the interval would not hold a write back: forget them (oldest first).
+        written = self._last_used_written
+        while written and now - next(iter(written.values())) >= LAST_USED_WRITE_INTERVAL:
+            written.popitem(last=False)
+        written.pop(key_id, None)
+        written[key_id] = now
         task = asyncio.get_running_loop().create_task(sync_to_async(_touch_key, thread_sensitive=False)(key_id))
         self._background.add(task)
         task.add_done_callback(self._background.discard)

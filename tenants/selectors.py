@@ -3,9 +3,15 @@ user, or the signed-in user's ``TenantScope`` (``tenants.scope``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db import connection
+from django.db.models import Field, Model, QuerySet
+from django.utils.dateparse import parse_datetime
 
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.scope import TenantScope
@@ -14,6 +20,75 @@ from tenants.scope import TenantScope
 def tenant_active_by_slug(slug: str) -> Tenant | None:
     """The active tenant with this slug; None for unknown and inactive alike."""
     return Tenant.objects.filter(slug=slug, is_active=True).first()
+
+
+TENANT_COLUMNS = (
+    "id",
+    "slug",
+    "allow_anonymous",
+    "api_keys_enabled",
+    "calls_per_minute",
+    "max_concurrent_calls",
+    "tool_listing",
+)
+KEY_COLUMNS = ("id", "name", "prefix", "key_hash", "scopes", "expires_at", "revoked_at", "tool_listing")
+
+
+def active_tenant_with_keys(slug: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The active tenant with this slug (``TENANT_COLUMNS``) and its API keys (``KEY_COLUMNS``,
+    scopes decoded, times aware); None for unknown and inactive alike.
+
+    One query without the ORM: it runs for every tenant a process sees first, and for every
+    unknown slug asked for (briefly remembered by the caller).
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_tenant_with_keys_sql(), [slug, True])
+        rows = cursor.fetchall()
+    if not rows:
+        return None
+    width = len(TENANT_COLUMNS)
+    tenant = dict(zip(TENANT_COLUMNS, rows[0][:width], strict=True))
+    for flag in ("allow_anonymous", "api_keys_enabled"):
+        tenant[flag] = bool(tenant[flag])
+    keys = []
+    for row in rows:
+        if row[width] is None:
+            continue  # the tenant has no key
+        key = dict(zip(KEY_COLUMNS, row[width:], strict=True))
+        scopes = key["scopes"]
+        key["scopes"] = json.loads(scopes) if isinstance(scopes, str) else scopes
+        key["expires_at"] = _aware(key["expires_at"])
+        key["revoked_at"] = _aware(key["revoked_at"])
+        keys.append(key)
+    return tenant, keys
+
+
+def _aware(value: datetime | str | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    parsed = parse_datetime(value)  # SQLite answers text
+    return parsed.replace(tzinfo=UTC) if parsed is not None and parsed.tzinfo is None else parsed
+
+
+def quoted_column(model: type[Model], name: str) -> str:
+    """``"table"."column"`` of a model's field, for the few reads written in plain SQL."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field), f"{model.__name__}.{name} is no concrete field"
+    quote = connection.ops.quote_name
+    return f"{quote(model._meta.db_table)}.{quote(str(field.column))}"
+
+
+@cache
+def _tenant_with_keys_sql() -> str:
+    quote = connection.ops.quote_name
+    tenants, keys = quote(Tenant._meta.db_table), quote(ApiKey._meta.db_table)
+    columns = [quoted_column(Tenant, name) for name in TENANT_COLUMNS]
+    columns += [quoted_column(ApiKey, name) for name in KEY_COLUMNS]
+    return (
+        f"SELECT {', '.join(columns)} FROM {tenants} "
+        f"LEFT JOIN {keys} ON {quoted_column(ApiKey, 'tenant')} = {tenants}.{quote('id')} "
+        f"WHERE {tenants}.{quote('slug')} = %s AND {tenants}.{quote('is_active')} = %s"
+    )
 
 
 def tenant_slugs(ids: Iterable[int]) -> dict[int, str]:

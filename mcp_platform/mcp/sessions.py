@@ -101,12 +101,27 @@ class SessionStore:
         self.idle_seconds = idle_seconds
         self._touched: dict[str, float] = {}
 
+    def _index_commands(self, session: Session) -> list[tuple[Any, ...]]:
+        """Record the session in its tenant's index, and keep the index bounded as it is written:
+        entries not seen for longer than a session can idle are gone sessions (pruned), and an
+        index nobody writes to expires with its last session."""
+        now = time.time()
+        index = names.tenant_sessions_key(session.tenant_id)
+        # A session's idle timer is renewed on every request, its score at most every
+        # TOUCH_INTERVAL_SECONDS: that much older is still alive.
+        horizon = self.idle_seconds + TOUCH_INTERVAL_SECONDS
+        return [
+            ("ZADD", index, now, session.id),
+            ("ZREMRANGEBYSCORE", index, "-inf", f"({now - horizon}"),
+            ("EXPIRE", index, int(horizon) + 1),
+        ]
+
     async def create(self, session: Session) -> None:
         _checked(
             await self._batch.run(
                 [
                     ("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds),
-                    ("ZADD", names.tenant_sessions_key(session.tenant_id), time.time(), session.id),
+                    *self._index_commands(session),
                 ]
             )
         )
@@ -126,10 +141,7 @@ class SessionStore:
         """Record activity for the live sessions view (see ``touch_due``); the session's
         subscriptions live as long as the session does. With the request path's commands."""
         await self._batch.run(
-            [
-                ("ZADD", names.tenant_sessions_key(session.tenant_id), time.time(), session.id),
-                ("EXPIRE", names.subscriptions_key(session.id), self.idle_seconds),
-            ]
+            [*self._index_commands(session), ("EXPIRE", names.subscriptions_key(session.id), self.idle_seconds)]
         )
 
     async def swap_digests(self, digests: list[tuple[str, str]]) -> list[bytes | None]:

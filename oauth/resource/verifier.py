@@ -20,11 +20,11 @@ The token itself never leaves this module: principals carry its claims, not the 
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -45,6 +45,7 @@ from joserfc.jwk import KeySet
 from joserfc.jws import extract_compact
 from joserfc.jwt import JWTClaimsRegistry
 
+from mcp_platform.single_flight import SingleFlight
 from oauth import locations
 from oauth.resource.config import OFF, IssuerSettings, OAuthSettings, load_settings
 from oauth.resource.remote import FetchFailed, issuer_directory
@@ -132,9 +133,9 @@ class LocalKeys:
     MAX_TENANTS = 10_000
 
     def __init__(self) -> None:
-        # tenant id -> (the record they were loaded for, keys, their ids, when loaded)
-        self._entries: dict[int, tuple[TenantRecord, KeySet, frozenset[str], float]] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        # tenant id -> (the record they were loaded for, keys, their ids, when loaded), oldest first
+        self._entries: OrderedDict[int, tuple[TenantRecord, KeySet, frozenset[str], float]] = OrderedDict()
+        self._loads: SingleFlight[int, KeySet] = SingleFlight()
 
     def clear(self) -> None:
         self._entries.clear()
@@ -148,26 +149,29 @@ class LocalKeys:
         return None
 
     async def key_set(self, tenant: TenantRecord, kid: str | None) -> KeySet:
-        keys = self._fresh(tenant, kid)
-        if keys is not None:
-            return keys
-        async with self._locks.setdefault(tenant.tenant_id, asyncio.Lock()):
+        while True:
             keys = self._fresh(tenant, kid)
             if keys is not None:
                 return keys
-            document = await sync_to_async(public_jwks)(tenant.tenant_id)
-            keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
-            if len(self._entries) >= self.MAX_TENANTS:
-                self._entries.clear()
-            kids = frozenset(str(key["kid"]) for key in document["keys"])
-            self._entries[tenant.tenant_id] = (tenant, keys, kids, time.monotonic())
-            return keys
+            # Concurrent checks share one load; a load joined for another record or an older
+            # key set is not enough, and the loop loads again.
+            await self._loads.run(tenant.tenant_id, partial(self._load, tenant))
+
+    async def _load(self, tenant: TenantRecord) -> KeySet:
+        document = await sync_to_async(public_jwks)(tenant.tenant_id)
+        keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
+        kids = frozenset(str(key["kid"]) for key in document["keys"])
+        self._entries.pop(tenant.tenant_id, None)
+        self._entries[tenant.tenant_id] = (tenant, keys, kids, time.monotonic())
+        while len(self._entries) > self.MAX_TENANTS:  # least recently loaded first, one at a time
+            self._entries.popitem(last=False)
+        return keys
 
 
 class OAuthTokenVerifier:
     def __init__(self) -> None:
-        self._settings: dict[int, tuple[TenantRecord, OAuthSettings]] = {}
-        self._locks: dict[int, asyncio.Lock] = {}
+        self._settings: OrderedDict[int, tuple[TenantRecord, OAuthSettings]] = OrderedDict()
+        self._settings_loads: SingleFlight[int, tuple[TenantRecord, OAuthSettings]] = SingleFlight()
         self._memo: OrderedDict[str, tuple[TenantRecord, str, Principal]] = OrderedDict()
         self.local_keys = LocalKeys()
 
@@ -182,16 +186,21 @@ class OAuthTokenVerifier:
         entry = self._settings.get(tenant.tenant_id)
         if entry is not None and entry[0] is tenant:
             return entry[1]
-        lock = self._locks.setdefault(tenant.tenant_id, asyncio.Lock())
-        async with lock:
+        while True:
+            loaded = await self._settings_loads.run(tenant.tenant_id, partial(self._load_settings, tenant))
+            if loaded[0] is tenant:
+                return loaded[1]
             entry = self._settings.get(tenant.tenant_id)
             if entry is not None and entry[0] is tenant:
-                return entry[1]
-            loaded = await sync_to_async(load_settings)(tenant.tenant_id)
-            if len(self._settings) >= 10_000:
-                self._settings.clear()
-            self._settings[tenant.tenant_id] = (tenant, loaded)
-            return loaded
+                return entry[1]  # a later request loaded it meanwhile
+
+    async def _load_settings(self, tenant: TenantRecord) -> tuple[TenantRecord, OAuthSettings]:
+        loaded = (tenant, await sync_to_async(load_settings)(tenant.tenant_id))
+        self._settings.pop(tenant.tenant_id, None)
+        self._settings[tenant.tenant_id] = loaded
+        while len(self._settings) > LocalKeys.MAX_TENANTS:  # least recently loaded first, one at a time
+            self._settings.popitem(last=False)
+        return loaded
 
     def _loaded(self, tenant: TenantRecord) -> OAuthSettings:
         entry = self._settings.get(tenant.tenant_id)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
+from mcp_platform.mcp import names
 from mcp_platform.mcp.sessions import Session, SessionStore, new_session_id
-from mcp_platform.redis_clients import async_redis, command_batch
+from mcp_platform.redis_clients import async_redis, command_batch, sync_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +102,15 @@ def test_ended_sessions_leave_the_list(as_role, sessions) -> None:
     client = as_role("operator")
     client.post("/api/v1/sessions/end/", {"tenant": "acme", "session": sessions["acme"].id}, format="json")
     assert listed(client) == []
+
+
+def test_the_tenant_sessions_index_is_pruned_and_expires_as_it_is_written(acme) -> None:
+    """The index of a tenant's sessions stays bounded without anyone opening the live view:
+    every write drops entries not seen for longer than a session can idle, and the index
+    expires with its last session."""
+    client = sync_redis()
+    index = names.tenant_sessions_key(acme.pk)
+    client.zadd(index, {"long-gone": time.time() - 2 * settings.MCP_SESSION_IDLE_SECONDS - 60})
+    session = open_session(acme)
+    assert [member.decode() for member in client.zrange(index, 0, -1)] == [session.id]
+    assert 0 < client.ttl(index) <= settings.MCP_SESSION_IDLE_SECONDS + 31

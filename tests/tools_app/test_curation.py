@@ -59,10 +59,10 @@ def principal(tenant) -> Principal:
 def published(tenant, name: str) -> ToolSpec | None:
     snapshot = catalog_snapshot(tenant.pk)
     return (
-        TenantTools(source=None, tools=snapshot.tools, rules=snapshot.rules)
+        TenantTools.of(None, snapshot)  # type: ignore[arg-type]
         .visible(principal(tenant))
         .by_name.get(name)
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_overrides_name_title_description_and_routes_the_new_name(acme, crm, grant) -> None:

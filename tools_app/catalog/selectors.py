@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 from typing import TypeVar
 
-from django.db.models import Q, QuerySet
+from django.db import connection
+from django.db.models import Model, Q, QuerySet
 
 from tenants.scope import TenantScope
-from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool
+from tenants.selectors import quoted_column
+from tools_app.catalog import spec_rows
+from tools_app.catalog.models import AccessRule, CatalogEntry, Prompt, Resource, ResourceTemplate, Tool, ToolCuration
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, RuleSpec, TemplateSpec, ToolSpec
 
 E = TypeVar("E", bound=CatalogEntry)
@@ -71,24 +75,117 @@ def tool_metric_labels(pairs: Iterable[tuple[int, str]]) -> dict[tuple[int, str]
 
 
 def catalog_snapshot(tenant_id: int) -> CatalogSnapshot:
-    # Curations ride along (one join): the snapshot holds tools as published.
-    tools = tuple(
-        ToolSpec.from_model(t) for t in tools_available_to(tenant_id).filter(enabled=True).select_related("curation")
-    )
-    rules = []
-    for rule in rules_for_tenant(tenant_id).prefetch_related("api_keys"):
-        key_ids = frozenset(k.pk for k in rule.api_keys.all())
-        rules.append(RuleSpec.from_model(rule, key_ids))
-    available = in_catalog_of(tenant_id) & Q(enabled=True)
-    # Static content stays out of the snapshot: it is read on demand (and cached by version).
-    resources = Resource.objects.filter(available).defer("text", "blob")
+    """The platform catalog and the tenant's private one together (what the cache holds as two
+    parts, the platform's shared by every tenant)."""
+    platform, own = platform_catalog(), tenant_catalog(tenant_id)
     return CatalogSnapshot(
-        tools=tools,
-        rules=tuple(rules),
-        resources=tuple(ResourceSpec.from_model(r) for r in resources),
-        templates=tuple(TemplateSpec.from_model(t) for t in ResourceTemplate.objects.filter(available)),
-        prompts=tuple(PromptSpec.from_model(p) for p in Prompt.objects.filter(available)),
+        tools=platform.tools + own.tools,
+        rules=platform.rules + own.rules,
+        resources=platform.resources + own.resources,
+        templates=platform.templates + own.templates,
+        prompts=platform.prompts + own.prompts,
     )
+
+
+@dataclass(frozen=True)
+class CatalogPart:
+    """The enabled entries of one catalog with the enabled rules kept with it: the platform's
+    (entries and rules without a tenant, shared by every tenant's cached snapshot) or one
+    tenant's (its private entries and the rules that name it)."""
+
+    tools: tuple[ToolSpec, ...] = ()
+    rules: tuple[RuleSpec, ...] = ()
+    resources: tuple[ResourceSpec, ...] = ()
+    templates: tuple[TemplateSpec, ...] = ()
+    prompts: tuple[PromptSpec, ...] = ()
+    nbytes: int = 0  # an estimate of the memory this part holds (see ``spec_rows``)
+
+
+def platform_catalog() -> CatalogPart:
+    """The platform's enabled entries and its tenant-wide rules, in 5 queries without the ORM."""
+    return _catalog_part(None)
+
+
+def tenant_catalog(tenant_id: int) -> CatalogPart:
+    """A tenant's enabled private entries and the enabled rules that name it, in 5 queries
+    without the ORM."""
+    return _catalog_part(tenant_id)
+
+
+def _catalog_part(tenant_id: int | None) -> CatalogPart:
+    # Plain SQL: building model instances was most of a cold tenant's cost (about 17 ms of
+    # CPU for 8 ORM queries); rows to snapshots directly cost a fraction of it.
+    queries = _part_queries()
+    params: list[int | bool] = [True] if tenant_id is None else [tenant_id, True]
+    which = "platform" if tenant_id is None else "tenant"
+    with connection.cursor() as cursor:
+        rows = {}
+        for kind in ("tools", "rules", "resources", "templates", "prompts"):
+            cursor.execute(queries[(kind, which)], params)
+            rows[kind] = cursor.fetchall()
+    tools = tuple(spec_rows.tool(row) for row in rows["tools"])
+    rules = spec_rows.rules(rows["rules"])
+    resources = tuple(spec_rows.resource(row) for row in rows["resources"])
+    templates = tuple(spec_rows.template(row) for row in rows["templates"])
+    prompts = tuple(spec_rows.prompt(row) for row in rows["prompts"])
+    nbytes = spec_rows.PART_BYTES + sum(
+        spec.nbytes for group in (tools, rules, resources, templates, prompts) for spec in group
+    )
+    return CatalogPart(
+        tools=tuple(spec.value for spec in tools),
+        rules=tuple(spec.value for spec in rules),
+        resources=tuple(spec.value for spec in resources),
+        templates=tuple(spec.value for spec in templates),
+        prompts=tuple(spec.value for spec in prompts),
+        nbytes=nbytes,
+    )
+
+
+@cache
+def _part_queries() -> dict[tuple[str, str], str]:
+    """The SELECT of each kind, for the platform's part and for a tenant's (built once)."""
+    quote = connection.ops.quote_name
+
+    def select(model: type[Model], columns: tuple[str, ...], *, tenant_column: str = "tenant_id") -> dict[str, str]:
+        table = quote(model._meta.db_table)
+        listed = ", ".join(quoted_column(model, name) for name in columns)
+        base = f"SELECT {listed} FROM {table}"
+        return {
+            "platform": f"{base} WHERE {table}.{quote(tenant_column)} IS NULL AND {table}.{quote('enabled')} = %s",
+            "tenant": f"{base} WHERE {table}.{quote(tenant_column)} = %s AND {table}.{quote('enabled')} = %s",
+        }
+
+    queries: dict[tuple[str, str], str] = {}
+    # Tools with their curations (one LEFT JOIN): the snapshot holds tools as published.
+    tool_table, curation_table = quote(Tool._meta.db_table), quote(ToolCuration._meta.db_table)
+    tool_columns = [quoted_column(Tool, name) for name in spec_rows.TOOL_COLUMNS]
+    tool_columns += [quoted_column(ToolCuration, name) for name in spec_rows.CURATION_COLUMNS]
+    tools_base = (
+        f"SELECT {', '.join(tool_columns)} FROM {tool_table} LEFT JOIN {curation_table} "
+        f"ON {quoted_column(ToolCuration, 'tool')} = {tool_table}.{quote('id')}"
+    )
+    tool_enabled = f"{tool_table}.{quote('enabled')} = %s"
+    queries[("tools", "platform")] = f"{tools_base} WHERE {tool_table}.{quote('tenant_id')} IS NULL AND {tool_enabled}"
+    queries[("tools", "tenant")] = f"{tools_base} WHERE {tool_table}.{quote('tenant_id')} = %s AND {tool_enabled}"
+    for kind, model, columns in (
+        ("resources", Resource, spec_rows.RESOURCE_COLUMNS),
+        ("templates", ResourceTemplate, spec_rows.TEMPLATE_COLUMNS),
+        ("prompts", Prompt, spec_rows.PROMPT_COLUMNS),
+    ):
+        for which, sql in select(model, columns).items():
+            queries[(kind, which)] = sql
+    # Rules with the keys they name: one row per (rule, key), one with a NULL key for a rule naming none.
+    through = AccessRule.api_keys.through
+    rule_table, link = quote(AccessRule._meta.db_table), quote(through._meta.db_table)
+    listed = ", ".join(quoted_column(AccessRule, name) for name in spec_rows.RULE_COLUMNS)
+    base = (
+        f"SELECT {listed}, {quoted_column(through, 'apikey')} FROM {rule_table} "
+        f"LEFT JOIN {link} ON {quoted_column(through, 'accessrule')} = {rule_table}.{quote('id')}"
+    )
+    enabled = f"{rule_table}.{quote('enabled')} = %s"
+    queries[("rules", "platform")] = f"{base} WHERE {rule_table}.{quote('tenant_id')} IS NULL AND {enabled}"
+    queries[("rules", "tenant")] = f"{base} WHERE {rule_table}.{quote('tenant_id')} = %s AND {enabled}"
+    return queries
 
 
 def resource_content(resource_id: int, version: int) -> tuple[str, bytes | None] | None:

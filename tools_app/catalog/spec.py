@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from django.core.exceptions import ObjectDoesNotExist
 
@@ -30,6 +30,33 @@ if TYPE_CHECKING:
         Tool,
         ToolCuration,
     )
+
+
+class CurationValues(NamedTuple):
+    """A tool's curation as the catalog reads it (from a model or a plain SQL row)."""
+
+    name: str
+    title: str
+    description: str
+    arguments: Any
+    version: int
+
+
+def curated_fields(*, source: dict[str, Any], input_schema: dict[str, Any], curation: CurationValues) -> dict[str, Any]:
+    """The ToolSpec fields a curation replaces, over the source's name, title and description;
+    a rule that no longer fits the source is left out (``apply_curation``, not strict), so
+    loading a catalog never fails on a stale curation."""
+    applied = apply_curation(input_schema, curation.arguments, strict=False)
+    return {
+        "name": curation.name or source["name"],
+        "title": curation.title or source["title"],
+        "description": curation.description or source["description"],
+        "input_schema": applied.input_schema,
+        "fixed_arguments": applied.fixed,
+        "default_arguments": applied.defaults,
+        "hidden_arguments": applied.hidden,
+        "curation_version": curation.version,
+    }
 
 
 def _curation_of(tool: Tool) -> ToolCuration | None:
@@ -165,19 +192,12 @@ class ToolSpec(EntrySpec):
 
     @staticmethod
     def curated_fields(tool: Tool, curation: ToolCuration) -> dict[str, Any]:
-        """The fields ``curation`` replaces; what no longer fits the source is left out (see
-        ``apply_curation``), so loading a catalog never fails on a stale curation."""
-        applied = apply_curation(tool.input_schema, curation.arguments, strict=False)
-        return {
-            "name": curation.name or tool.name,
-            "title": curation.title or tool.title,
-            "description": curation.description or tool.description,
-            "input_schema": applied.input_schema,
-            "fixed_arguments": applied.fixed,
-            "default_arguments": applied.defaults,
-            "hidden_arguments": applied.hidden,
-            "curation_version": curation.version,
-        }
+        """The fields ``curation`` replaces (see ``curated_fields``)."""
+        values = CurationValues(
+            curation.name, curation.title, curation.description, curation.arguments, curation.version
+        )
+        source = {"name": tool.name, "title": tool.title, "description": tool.description}
+        return curated_fields(source=source, input_schema=tool.input_schema, curation=values)
 
     @property
     def match_names(self) -> tuple[str, ...]:
@@ -204,7 +224,8 @@ class ToolSpec(EntrySpec):
         return {
             "inputSchema": self.input_schema,
             "outputSchema": self.output_schema,
-            "annotations": dict(self.annotations),
+            # Shared, as the schemas are: a copy per listed tool cost 200 bytes for nothing.
+            "annotations": self.annotations,
             "execution": None if forbidden else {"taskSupport": self.task_support},
         }
 
