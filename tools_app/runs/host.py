@@ -168,7 +168,7 @@ class PlatformToolHost:
             if tracing.ENABLED:
                 tracing.annotate(toolbay__outcome=Outcome.DENIED)
             return None
-        row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.input_schema)
+        row = functools.partial(row, tool_id=tool.id, tool_version=tool.version, input_schema=tool.redacted_schema)
         try:
             holds_slot = await self._take_slot(identity)
         except limits.LimitExceeded as exc:
