@@ -3,6 +3,7 @@
     python -m bench.call_cost                      # prepare, then CPU µs per call (3 runs)
     python -m bench.call_cost --callgrind          # instructions per call (valgrind, 3 runs)
     python -m bench.call_cost --profile            # cProfile of the loop: the heaviest frames
+    python -m bench.call_cost --steps              # a sequential caller's Redis round trips
     python -m bench.call_cost --root ../other-tree # the same, measured in another checkout
 
 The loop drives ``tools/call echo`` on one initialized MCP session straight through
@@ -123,8 +124,42 @@ def _prepare(key_file: Path) -> None:
     key_file.write_text(raw)
 
 
-async def _loop(key: str, warm: int, calls: int, profile: Path | None) -> None:
+class _RedisSteps:
+    """Where a sequential caller's time goes: each Redis round trip of the hot path's
+    multiplexed connection (``CommandBatch.run``), by its commands, from queued to answered."""
+
+    def __init__(self) -> None:
+        from mcp_platform.redis_batch import CommandBatch
+
+        self.waits: dict[str, list[float]] = {}
+        self.counting = False
+        original = CommandBatch.run
+
+        def run(batch: Any, commands: Any) -> Any:
+            future = original(batch, commands)
+            if self.counting:
+                label = "+".join(str(command[0]) for command in commands)
+                started = time.perf_counter()
+                future.add_done_callback(
+                    lambda _: self.waits.setdefault(label, []).append(time.perf_counter() - started)
+                )
+            return future
+
+        CommandBatch.run = run  # type: ignore[method-assign]
+
+    def report(self, calls: int, wall: float) -> None:
+        print(f"per call: {wall / calls * 1e6:.0f} µs wall; Redis round trips (queued to answered):")
+        for label, waits in sorted(self.waits.items(), key=lambda item: -sum(item[1])):
+            print(
+                f"  {label:40} {len(waits) / calls:4.2f} per call, {sum(waits) / calls * 1e6:6.1f} µs per call, "
+                f"median {statistics.median(waits) * 1e6:6.1f} µs"
+            )
+
+
+async def _loop(key: str, warm: int, calls: int, profile: Path | None, steps: bool = False) -> None:
     from mcp_platform.asgi import application
+
+    redis_steps = _RedisSteps() if steps else None
 
     opening = Exchange(application, key)
     init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "call-cost", "version": "1"}}
@@ -135,6 +170,8 @@ async def _loop(key: str, warm: int, calls: int, profile: Path | None) -> None:
     for _ in range(warm):  # caches, connections, lazy imports
         status, _, body = await session.post(CALL)
         assert status == 200 and b'"hi"' in body, body
+    if redis_steps is not None:
+        redis_steps.counting = True
     profiler = None
     if profile is not None:
         import cProfile
@@ -150,6 +187,8 @@ async def _loop(key: str, warm: int, calls: int, profile: Path | None) -> None:
         profiler.disable()
         profiler.dump_stats(str(profile))
     assert status == 200 and b'"hi"' in body, body
+    if redis_steps is not None:
+        redis_steps.report(calls, elapsed)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(f"cpu_us={cpu / max(calls, 1) * 1e6:.1f} wall_us={elapsed / max(calls, 1) * 1e6:.1f}", flush=True)
 
@@ -163,9 +202,19 @@ def child(args: argparse.Namespace) -> None:
     if args.prepare:
         _prepare(args.key_file)
         return
+    if args.pin_timers:
+        # Under valgrind a call runs ~50x slower: past the 50 ms after which a call registers
+        # for cancellations, every call would, which no real call at this load does. The
+        # registration is measured where it happens (scale_bench), not here.
+        import importlib
+
+        for module in ("mcp_platform.mcp.links", "mcp_platform.mcp.calls"):
+            loaded = importlib.import_module(module)
+            if hasattr(loaded, "REGISTER_DELAY_SECONDS"):
+                loaded.REGISTER_DELAY_SECONDS = 3600.0  # type: ignore[attr-defined]
     import uvloop
 
-    uvloop.run(_loop(args.key_file.read_text().strip(), args.warm, args.calls, args.profile))
+    uvloop.run(_loop(args.key_file.read_text().strip(), args.warm, args.calls, args.profile, args.steps))
 
 
 # --- the driver ------------------------------------------------------------------------
@@ -216,7 +265,7 @@ def _callgrind_total(root: Path, env: dict[str, str], base: list[str], calls: in
         _run_child(
             root,
             env,
-            [*base, "--calls", str(calls)],
+            [*base, "--calls", str(calls), "--pin-timers"],
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--trace-children=no"],
         )
         text = out.read_text()
@@ -237,6 +286,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--callgrind", action="store_true", help="instructions per call (valgrind)")
     parser.add_argument("--profile", nargs="?", const=Path("call_cost.prof"), type=Path, help="cProfile the loop")
+    parser.add_argument("--steps", action="store_true", help="a sequential caller's Redis round trips")
     parser.add_argument("--no-prepare", action="store_true", help="reuse the database and key of the last run")
     parser.add_argument(
         "--database-url",
@@ -246,6 +296,7 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--key-file", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--pin-timers", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args)
@@ -261,6 +312,9 @@ def main() -> None:
         redis.Redis.from_url(args.redis_url).flushdb()
         _run_child(root, env, ["--prepare", "--key-file", str(key_file)])
     base = ["--key-file", str(key_file), "--warm", str(args.warm)]
+    if args.steps:
+        print(_run_child(root, env, [*base, "--calls", str(args.calls), "--steps"]), end="")
+        return
     if args.profile is not None:
         _run_child(root, env, [*base, "--calls", str(args.calls), "--profile", str(args.profile.resolve())])
         import pstats
