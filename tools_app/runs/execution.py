@@ -113,7 +113,7 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
     retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
     attempt = 0
     while True:
-        ctx.handler_returned.clear()
+        ctx.handler_running(True)
         try:
             if not tracing.ENABLED:
                 return await backend.call(tool, arguments, ctx)
@@ -133,7 +133,7 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
             await asyncio.sleep(delay)
         finally:
             if not ctx.blocking:
-                ctx.handler_returned.set()  # an awaited backend has stopped once its await ended
+                ctx.handler_running(False)  # an awaited backend has stopped once its await ended
 
 
 def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:

@@ -82,12 +82,13 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
         return await handler(ctx, arguments)
 
     ctx.blocking = True  # a cancelled await does not stop the thread: it reports for itself
+    returned = ctx.handler_returned  # taken here, in the loop's thread
 
     def run_blocking() -> Any:
         try:
             return handler(BlockingToolContext(ctx), arguments)
         finally:
-            ctx.handler_returned.set()  # set in the thread: it says the code really stopped
+            returned.set()  # set in the thread: it says the code really stopped
 
     return await sync_to_async(run_blocking, thread_sensitive=False)()
 
