@@ -208,8 +208,11 @@ def child(args: argparse.Namespace) -> None:
         # registration is measured where it happens (scale_bench), not here.
         import importlib
 
-        for module in ("mcp_platform.mcp.links", "mcp_platform.mcp.calls"):
-            loaded = importlib.import_module(module)
+        for module in ("mcp_platform.mcp.links", "mcp_platform.mcp.calls"):  # now, and in older trees
+            try:
+                loaded = importlib.import_module(module)
+            except ModuleNotFoundError:
+                continue
             if hasattr(loaded, "REGISTER_DELAY_SECONDS"):
                 loaded.REGISTER_DELAY_SECONDS = 3600.0  # type: ignore[attr-defined]
     import uvloop
