@@ -215,6 +215,13 @@ def child(args: argparse.Namespace) -> None:
                 continue
             if hasattr(loaded, "REGISTER_DELAY_SECONDS"):
                 loaded.REGISTER_DELAY_SECONDS = 3600.0  # type: ignore[attr-defined]
+        # Likewise the per-interval writes (a key's last use, a session's activity), which a
+        # slow run would make more often than a fast one: once at the start, then never.
+        import mcp_platform.mcp.sessions
+        import tenants.auth
+
+        tenants.auth.LAST_USED_WRITE_INTERVAL = 1e9  # type: ignore[misc]
+        mcp_platform.mcp.sessions.TOUCH_INTERVAL_SECONDS = 1e9  # type: ignore[misc]
     import uvloop
 
     uvloop.run(_loop(args.key_file.read_text().strip(), args.warm, args.calls, args.profile, args.steps))
