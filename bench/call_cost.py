@@ -145,7 +145,7 @@ class _RedisSteps:
                 )
             return future
 
-        CommandBatch.run = run  # type: ignore[method-assign]
+        CommandBatch.run = run  # type: ignore[method-assign,assignment]
 
     def report(self, calls: int, wall: float) -> None:
         print(f"per call: {wall / calls * 1e6:.0f} µs wall; Redis round trips (queued to answered):")
@@ -220,8 +220,8 @@ def child(args: argparse.Namespace) -> None:
         import mcp_platform.mcp.sessions
         import tenants.auth
 
-        tenants.auth.LAST_USED_WRITE_INTERVAL = 1e9  # type: ignore[misc]
-        mcp_platform.mcp.sessions.TOUCH_INTERVAL_SECONDS = 1e9  # type: ignore[misc]
+        tenants.auth.LAST_USED_WRITE_INTERVAL = 1e9
+        mcp_platform.mcp.sessions.TOUCH_INTERVAL_SECONDS = 1e9
     import uvloop
 
     uvloop.run(_loop(args.key_file.read_text().strip(), args.warm, args.calls, args.profile, args.steps))
