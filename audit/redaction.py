@@ -30,6 +30,17 @@ def redact_arguments(value: Any, schema: Any) -> Any:
     return value
 
 
+def marks_sensitive(schema: Any) -> bool:
+    """Whether ``redact_arguments`` could redact anything under ``schema``: some subschema
+    says ``x-sensitive`` or ``writeOnly``. When none does, the arguments go to the audit row
+    as they are, without the copy."""
+    if isinstance(schema, dict):
+        return _sensitive(schema) or any(marks_sensitive(value) for value in schema.values())
+    if isinstance(schema, list):
+        return any(marks_sensitive(item) for item in schema)
+    return False
+
+
 def is_secret_field(name: str) -> bool:
     lowered = name.lower()
     return any(marker in lowered for marker in SECRET_FIELD_MARKERS)

@@ -3,6 +3,7 @@
     python -m bench.tracing_bench --prepare            # once: migrate, seed, write a key
     python -m bench.tracing_bench --calls 2000         # calls/s and CPU µs per call
     OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 python -m bench.tracing_bench --receiver --calls 2000
+    python -m bench.tracing_bench --compare --runs 3   # off and on (100 %) alternately: cost per call
 
 Each call goes through ``mcp_platform.asgi.application`` exactly as uvicorn hands it a
 request (edge guard, endpoint, transport, engine, the platform's host, audit journal), on
@@ -12,6 +13,10 @@ tracing adds. ``--receiver`` starts a loopback OTLP/HTTP receiver (another proce
 exported spans. With ``--wait`` the loop waits for a line on stdin before it starts and
 after it ends, so an instruction counter (``callgrind_control -i on/off``) can bracket it:
 on a shared machine instruction counts move far less than times do.
+
+``--compare`` runs the loop in fresh processes, tracing unset and tracing on (OTLP/HTTP to
+the loopback receiver, every call sampled) in turn, ``--runs`` times each, and prints CPU µs
+per call for both as the median of the runs (lowest-highest) and what tracing adds per call.
 """
 
 from __future__ import annotations
@@ -167,13 +172,50 @@ async def run(calls: int, wait: bool) -> None:
     )
 
 
+def compare(calls: int, runs: int) -> None:
+    """Tracing off and on in alternating child processes: CPU per call, median of ``runs``."""
+    import statistics
+
+    off_env = {name: value for name, value in os.environ.items() if not name.startswith("OTEL_")}
+    on_env = {
+        **off_env,
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318",
+        "OTEL_TRACES_SAMPLER": "always_on",
+    }
+    command = [sys.executable, "-m", "bench.tracing_bench", "--calls", str(calls)]
+    cpu: dict[str, list[float]] = {"off": [], "on": []}
+    for index in range(runs):
+        order = (("off", off_env, command), ("on", on_env, [*command, "--receiver"]))
+        for name, env, argv in order if index % 2 == 0 else reversed(order):
+            out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
+            fields = dict(part.split("=", 1) for part in out.strip().splitlines()[-1].split())
+            cpu[name].append(float(fields["cpu_us/call"]))
+            print(f"run {index + 1} tracing {name}: {fields['cpu_us/call']} µs CPU per call", flush=True)
+
+    def spread(values: list[float]) -> str:
+        return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
+
+    added = [on - off for off, on in zip(cpu["off"], cpu["on"], strict=True)]
+    factor = statistics.median(cpu["on"]) / statistics.median(cpu["off"])
+    print(
+        f"CPU µs per call, median of {runs}: tracing unset {spread(cpu['off'])}, on at 100 % {spread(cpu['on'])}; "
+        f"tracing adds {spread(added)} µs per call (x{factor:.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prepare", action="store_true", help="migrate, seed the demo tenant and write a key")
+    parser.add_argument("--compare", action="store_true", help="tracing off and on in turn: the cost per call")
+    parser.add_argument("--runs", type=int, default=3, help="with --compare: runs of each")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--receiver", action="store_true", help="start a loopback OTLP/HTTP receiver on 4318")
     parser.add_argument("--wait", action="store_true", help="wait for stdin lines around the measured loop")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.calls, args.runs)
+        return
     receiver = None
     if args.receiver:
         receiver = subprocess.Popen([sys.executable, "-c", RECEIVER, "4318"])

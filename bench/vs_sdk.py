@@ -1,6 +1,6 @@
 """tools/call echo: Toolbay against the official MCP SDK server, same load client, same run.
 
-    make bench BENCH=vs_sdk [BENCH_ARGS="--sessions 1 8 32 --seconds 5"]
+    make bench BENCH=vs_sdk [BENCH_ARGS="--sessions 1 8 32 --seconds 5 --runs 3"]
 
 Rows, each one uvicorn process (uvloop, httptools) on loopback:
 - ``toolbay``: the production configuration (README, compose): DEBUG=0, PostgreSQL
@@ -13,7 +13,9 @@ Rows, each one uvicorn process (uvloop, httptools) on loopback:
 Auth, argument validation, limits and audit are on in every Toolbay row. Each session is one
 keep-alive connection with its own MCP session, calling back to back (``bench/loadgen.py``);
 the servers take turns, never overlap, and the ratios are against the SDK of the same run
-because the 2-core machine's absolute numbers move from minute to minute.
+because the 2-core machine's absolute numbers move from minute to minute. Each size is
+measured in ``--runs`` (3) alternating runs (the SDK first in every other one); the summary
+line gives each figure and ratio as the median of the runs with the lowest and highest.
 
 ``cpu`` is the CPU time (user + system, from /proc on Linux) the server's processes spent
 per request: for Toolbay the web process and its audit writer. It moves far less than the
@@ -26,6 +28,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -115,10 +118,17 @@ def measured(pids: list[int], load: Any) -> tuple[LoadResult, float | None]:
     return result, (after - before) / result.requests * 1e6
 
 
+def spread(values: list[float], digits: int = 2) -> str:
+    """``median (lowest-highest)`` of the runs."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--runs", type=int, default=3, help="alternating runs per size; ratios are their median")
+    parser.add_argument("--no-make-run", action="store_true", help="leave out the make-run row")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
@@ -140,56 +150,90 @@ def main() -> None:
     )
     tmp = Path(tempfile.mkdtemp(prefix="toolbay-vs-sdk-"))
     make_run = Deployment("make-run", {**base, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}"})
+    deployments = [production] if args.no_make_run else [production, make_run]
     recreate_database()
     redis.Redis.from_url(BENCH_REDIS).flushdb()
-    for deployment in (production, make_run):
+    for deployment in deployments:
         deployment.prepare()
 
     port = free_port()
     sdk_command = server_command("uvicorn", "bench.sdk_server:app", port)
-    results: dict[tuple[str, int], LoadResult] = {}
-    cpu: dict[tuple[str, int], float | None] = {}
-    for n in args.sessions:
-        # Each server alone on the machine while it is measured, all within one minute per size.
-        for deployment in (production, make_run):
-            deployment.start()
-            try:
-                results[deployment.name, n], cpu[deployment.name, n] = measured(
-                    [process.pid for process in deployment.processes],
-                    run_load(deployment.url, deployment.key, n, args.seconds, ECHO),
-                )
-            finally:
-                deployment.stop()
+    names = [deployment.name for deployment in deployments]
+
+    def run_sdk(n: int) -> tuple[LoadResult, float | None]:
         sdk = subprocess.Popen(sdk_command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for_port(port)
-            results["sdk", n], cpu["sdk", n] = measured(
-                [sdk.pid], run_load(f"http://127.0.0.1:{port}/mcp", None, n, args.seconds, ECHO)
-            )
+            return measured([sdk.pid], run_load(f"http://127.0.0.1:{port}/mcp", None, n, args.seconds, ECHO))
         finally:
             sdk.terminate()
             sdk.wait(10)
-        peer, peer_cpu = results["sdk", n], cpu["sdk", n]
-        for name in ("toolbay", "make-run", "sdk"):
-            result, used = results[name, n], cpu[name, n]
-            cpu_text = f"  cpu {used:5.0f} us (x{used / peer_cpu:4.2f})" if used and peer_cpu else ""
+
+    def run_deployment(deployment: Deployment, n: int) -> tuple[LoadResult, float | None]:
+        deployment.start()
+        try:
+            return measured(
+                [process.pid for process in deployment.processes],
+                run_load(deployment.url, deployment.key, n, args.seconds, ECHO),
+            )
+        finally:
+            deployment.stop()
+
+    # Every run measures each server once, alone on the machine, the SDK first in every
+    # other run: a ratio compares servers of the same minute, and the median of the runs'
+    # ratios (with the lowest and highest) is what one noisy minute cannot decide.
+    rows: list[dict[str, Any]] = []
+    for n in args.sessions:
+        runs: list[dict[str, tuple[LoadResult, float | None]]] = []
+        for index in range(args.runs):
+            measured_here: dict[str, tuple[LoadResult, float | None]] = {}
+            if index % 2:
+                measured_here["sdk"] = run_sdk(n)
+            for deployment in deployments:
+                measured_here[deployment.name] = run_deployment(deployment, n)
+            if "sdk" not in measured_here:
+                measured_here["sdk"] = run_sdk(n)
+            runs.append(measured_here)
+            peer, peer_cpu = measured_here["sdk"]
+            for name in (*names, "sdk"):
+                result, used = measured_here[name]
+                cpu_text = f"  cpu {used:5.0f} us (x{used / peer_cpu:4.2f})" if used and peer_cpu else ""
+                print(
+                    f"N={n:<3} run {index + 1} {name:9} {result.rate:7.0f} calls/s (x{result.rate / peer.rate:4.2f})  "
+                    f"p50 {result.percentile(0.5):6.2f} ms  p99 {result.percentile(0.99):6.2f} ms "
+                    f"(x{result.percentile(0.99) / peer.percentile(0.99):4.2f}){cpu_text}",
+                    flush=True,
+                )
+        for name in (*names, "sdk"):
+            rates = [run[name][0].rate for run in runs]
+            p99s = [run[name][0].percentile(0.99) for run in runs]
+            cpus = [run[name][1] or 0.0 for run in runs]
+            rate_ratios = [run[name][0].rate / run["sdk"][0].rate for run in runs]
+            p99_ratios = [run[name][0].percentile(0.99) / run["sdk"][0].percentile(0.99) for run in runs]
+            cpu_ratios = [(run[name][1] or 0.0) / (run["sdk"][1] or 1.0) for run in runs]
             print(
-                f"N={n:<3} {name:9} {result.rate:7.0f} calls/s (x{result.rate / peer.rate:4.2f})  "
-                f"p50 {result.percentile(0.5):6.2f} ms  p99 {result.percentile(0.99):6.2f} ms "
-                f"(x{result.percentile(0.99) / peer.percentile(0.99):4.2f}){cpu_text}",
+                f"N={n:<3} median of {args.runs} {name:9} {spread(rates, 0)} calls/s, x{spread(rate_ratios)}; "
+                f"p99 {spread(p99s)} ms, x{spread(p99_ratios)}; cpu {spread(cpus, 0)} us, x{spread(cpu_ratios)}",
                 flush=True,
             )
+            rows.append(
+                {
+                    "server": name,
+                    "sessions": n,
+                    "runs": [
+                        {**run[name][0].summary(), "cpu_us_per_request": round(run[name][1] or 0, 1)} for run in runs
+                    ],
+                    "calls_per_s": round(statistics.median(rates), 1),
+                    "rate_vs_sdk": round(statistics.median(rate_ratios), 3),
+                    "rate_vs_sdk_range": [round(min(rate_ratios), 3), round(max(rate_ratios), 3)],
+                    "p99_vs_sdk": round(statistics.median(p99_ratios), 3),
+                    "p99_vs_sdk_range": [round(min(p99_ratios), 3), round(max(p99_ratios), 3)],
+                    "cpu_us_per_request": round(statistics.median(cpus), 1),
+                    "cpu_vs_sdk": round(statistics.median(cpu_ratios), 3),
+                    "cpu_vs_sdk_range": [round(min(cpu_ratios), 3), round(max(cpu_ratios), 3)],
+                }
+            )
     if args.json:
-        rows = [
-            {
-                "server": name,
-                "sessions": n,
-                **result.summary(),
-                "rate_vs_sdk": round(result.rate / results["sdk", n].rate, 3),
-                "cpu_us_per_request": round(cpu[name, n] or 0, 1),
-            }
-            for (name, n), result in results.items()
-        ]
         args.json.write_text(json.dumps(rows, indent=2))
 
 

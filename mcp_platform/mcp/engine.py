@@ -205,8 +205,7 @@ class Engine(Spine[Session, dict[str, Any]]):
             if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0):
                 raise JsonRpcError(INVALID_PARAMS, "params.task.ttl must be a non-negative integer (milliseconds)")
             return await self.host.create_task(identity, name, arguments, link, ttl)
-        call = await run_under(link, self._call_tool(identity, name, arguments, link))
-        return None if call is None else call.result()
+        return await run_under(link, self._call_tool(identity, name, arguments, link))
 
     def call_link(self, session: Session, message: Message, stream: Stream) -> StreamCallLink:
         """The link of a request that runs here and may talk to its client on its stream

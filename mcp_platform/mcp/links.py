@@ -58,6 +58,8 @@ class LinkRuntime:
         self._stream = stream
         self._cancel_grace = cancel_grace
         self._call: asyncio.Future[Any] | None = None
+        self._interrupt: asyncio.TimerHandle | None = None  # the cancel after the grace period
+        self._interrupted = False  # the link cancelled ``_call`` (run_under takes it back)
         self.input_round = input_round
         self.stateless = input_round is not None
         self.may_become_task = may_become_task
@@ -73,7 +75,8 @@ class LinkRuntime:
         self.cancelled = asyncio.Event()
 
     def watch(self, call: asyncio.Future[Any]) -> None:
-        """Start following ``call``: a cancellation interrupts it."""
+        """Start following ``call`` (the task the call runs in, until ``close``): a
+        cancellation interrupts it."""
         self._call = call
         if self._stream.cancel_on_disconnect:
             self._stream.on_disconnect(self.cancel)
@@ -89,11 +92,30 @@ class LinkRuntime:
             # the relay here ends when the run's log ends.
             detach(self.on_cancel())
             return
-        asyncio.get_running_loop().call_later(self._cancel_grace, self._call.cancel)
+        self._interrupt = asyncio.get_running_loop().call_later(self._cancel_grace, self._interrupt_call)
+
+    def _interrupt_call(self) -> None:
+        self._interrupt = None
+        if self._call is not None and not self._call.done():
+            self._interrupted = True
+            self._call.cancel()
+
+    def took_back(self, task: asyncio.Task[Any]) -> bool:
+        """Whether the CancelledError ``task`` got was this link's interruption alone (then
+        it is withdrawn from the task: the request goes on to its end)."""
+        if not self._interrupted:
+            return False
+        self._interrupted = False
+        return task.uncancel() == 0
 
     def close(self) -> None:
-        """The call ended: requests it started together with the one that ended its round
-        stop waiting."""
+        """The call ended: the task it ran in is no longer followed (a later cancellation,
+        or the pending interruption, must not reach it), and requests it started together
+        with the one that ended its round stop waiting."""
+        self._call = None
+        if self._interrupt is not None:
+            self._interrupt.cancel()
+            self._interrupt = None
         if self.input_round is not None:
             self.input_round.close()
 
@@ -237,6 +259,7 @@ class ChannelLink(LinkRuntime):
 
     def close(self) -> None:
         """``stop`` without waiting for Redis (the response need not wait for it)."""
+        super().close()
         if self._timer is not None:
             self._timer.cancel()
         for task in list(self._tasks):

@@ -80,18 +80,37 @@ class RequestTracer(Protocol):
     ) -> RequestSpan: ...
 
 
-async def run_under(link: LinkRuntime, run: Awaitable[T]) -> asyncio.Future[T] | None:
-    """Run a call as the one ``link`` follows (a cancellation interrupts it); the finished
-    call, or None when the client cancelled it here (no answer is due then)."""
-    call = asyncio.ensure_future(run)
-    link.watch(call)
+async def run_under(link: LinkRuntime, run: Awaitable[T]) -> T | None:
+    """Run a call as the one ``link`` follows (a cancellation interrupts it); its result, or
+    None when the client cancelled it here (no answer is due then). What the call raises
+    goes through.
+
+    The call runs in the request's own task: a cancellation, after its grace period, cancels
+    that task and is taken back here (``LinkRuntime.took_back``), while a cancellation of
+    the request itself (the server stopping) goes on. A task of its own per call, and the
+    waiter that watched it, cost an allocation each and two turns of the event loop on every
+    call, and cancellations are rare.
+    """
+    task = asyncio.current_task()
+    assert task is not None
+    link.watch(task)
     try:
-        await asyncio.wait({call})
+        result = await run
+    except asyncio.CancelledError:
+        if link.took_back(task):
+            return None
+        raise
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # a failure, or a round's end (InputRequired): unless cancelled
+        if link.cancelled.is_set() and link.on_cancel is None:
+            return None
+        raise
     finally:
         link.close()
     if link.cancelled.is_set() and link.on_cancel is None:
         return None
-    return call
+    return result
 
 
 @dataclass(frozen=True)

@@ -201,13 +201,12 @@ class StatelessEngine(Spine[Envelope, JsonRpcError]):
             cancel_grace=self.config.cancel_grace,
             may_become_task=may_become_task,
         )
-        call = await run_under(link, run(link))
-        if call is None:
-            return None
         try:
-            result = call.result()
+            result = await run_under(link, run(link))
         except InputRequired:
             return self._input_required(identity, message, input_round.answers, input_round.pending)
+        if result is None:
+            return None
         if isinstance(result, Relayed):
             return self._relayed(identity, message, input_round.answers, result)
         return result

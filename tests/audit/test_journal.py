@@ -189,3 +189,22 @@ def test_rows_with_text_utf8_cannot_carry_still_encode(acme):
     row = _row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃ and a lone \udc80"})
     assert orjson.loads(encode(row))["arguments"] == {"text": "snow ☃ and a lone \ufffd"}
     assert encode(_row(acme, outcome=Outcome.COMPLETED, arguments={"text": "snow ☃"})).decode().count("☃") == 1
+
+
+def test_call_ids_are_unique_in_a_process_and_in_its_forks():
+    import os
+
+    from audit.journal import new_call_id
+
+    ids = {new_call_id() for _ in range(10_000)}
+    assert len(ids) == 10_000 and all(len(i) == 24 for i in ids)
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # a forked worker draws its own ids
+        os.write(write, new_call_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    forked = os.read(read, 64).decode()
+    os.close(read)
+    os.close(write)
+    assert forked not in ids and forked[:16] != next(iter(ids))[:16]

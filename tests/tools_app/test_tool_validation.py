@@ -233,3 +233,68 @@ def test_model_clean_reports_every_field(db: Any) -> None:
     with pytest.raises(ValidationError) as exc:
         tool.full_clean()
     assert set(exc.value.message_dict) == {"description", "input_schema", "icons", "backend_config"}
+
+
+# --- arguments on the call path: jsonschema-rs first, jsonschema for what it refuses ---------
+
+FAST_SCHEMAS: list[tuple[dict[str, Any], list[Any]]] = [
+    (
+        {
+            "type": "object",
+            "properties": {"text": {"type": "string", "minLength": 2}, "n": {"type": "integer", "maximum": 5}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        [
+            {"text": "hi"},
+            {"text": "h"},
+            {"text": "hi", "n": 5},
+            {"text": "hi", "n": 6},
+            {"text": "hi", "n": 1.0},
+            {"text": "hi", "n": True},
+            {"text": "hi", "x": 1},
+            {},
+            {"text": "hi", "n": 10**30},
+        ],
+    ),
+    (
+        {"$schema": DRAFT_07, "type": "object", "properties": {"a": {"enum": [1, "b"]}}, "dependencies": {"a": ["b"]}},
+        [{"a": 1, "b": 0}, {"a": 1}, {"a": 2, "b": 0}, {"b": 0}],
+    ),
+    (
+        {
+            "type": "object",
+            "$defs": {"item": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+            "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/item"}, "uniqueItems": True}},
+            "unevaluatedProperties": False,
+        },
+        [{"items": [{"id": 1}, {"id": 2}]}, {"items": [{"id": 1}, {"id": 1}]}, {"items": [{}]}, {"other": 1}],
+    ),
+]
+
+
+@pytest.mark.parametrize(("schema", "instances"), FAST_SCHEMAS)
+def test_the_fast_check_never_accepts_what_jsonschema_refuses(schema: dict[str, Any], instances: list[Any]) -> None:
+    from tools_app.catalog.schemas import compile_fast_check, compile_validator, first_error
+
+    fast = compile_fast_check(schema)
+    assert fast is not None
+    validator = compile_validator(schema)
+    for instance in instances:
+        valid = first_error(validator, instance) is None
+        assert fast(instance) == valid, instance
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"day": {"type": "string", "format": "date"}}},
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": "^\\d+$"}}},
+        {"type": "object", "patternProperties": {"^x-": {"type": "string"}}},
+        {"$schema": "http://json-schema.org/draft-03/schema#", "type": "object"},
+    ],
+)
+def test_schemas_where_the_libraries_may_differ_get_no_fast_check(schema: dict[str, Any]) -> None:
+    from tools_app.catalog.schemas import compile_fast_check
+
+    assert compile_fast_check(schema) is None  # jsonschema alone judges their arguments

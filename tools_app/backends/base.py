@@ -32,9 +32,12 @@ class CallContext(Protocol):
 
     tool_name: str
     # A backend that runs blocking code in a thread sets ``blocking`` and sets
-    # ``handler_returned`` from that thread once the code really stopped.
+    # ``handler_returned`` (taken before the thread starts) from that thread once the code
+    # really stopped.
     blocking: bool
-    handler_returned: threading.Event
+
+    @property
+    def handler_returned(self) -> threading.Event: ...
 
     @property
     def cancelled(self) -> bool: ...

@@ -7,6 +7,7 @@ objects and database queries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from django.core.exceptions import ObjectDoesNotExist
 
+from audit.redaction import marks_sensitive
 from tools_app.catalog.curation import apply_curation, backend_arguments
-from tools_app.catalog.schemas import compile_validator, mcp_header_params
+from tools_app.catalog.schemas import compile_fast_check, compile_validator, mcp_header_params
 from tools_app.catalog.uri_templates import UriTemplateMatcher, compile_template
 
 if TYPE_CHECKING:
@@ -239,8 +241,23 @@ class ToolSpec(EntrySpec):
         return compile_validator(self.input_schema)
 
     @cached_property
+    def redacted_schema(self) -> dict[str, Any] | None:
+        """The input schema when it marks arguments sensitive (the audit row redacts them),
+        else None: the row takes the arguments as they are, without a copy."""
+        return self.input_schema if marks_sensitive(self.input_schema) else None
+
+    @cached_property
+    def input_fast_check(self) -> Callable[[Any], bool] | None:
+        """True for arguments surely valid (``compile_fast_check``); None: no fast check."""
+        return compile_fast_check(self.input_schema)
+
+    @cached_property
     def output_validator(self) -> Validator | None:
         return compile_validator(self.output_schema) if self.output_schema is not None else None
+
+    @cached_property
+    def output_fast_check(self) -> Callable[[Any], bool] | None:
+        return compile_fast_check(self.output_schema) if self.output_schema is not None else None
 
 
 @dataclass(frozen=True, eq=False, kw_only=True)

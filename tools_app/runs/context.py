@@ -61,9 +61,13 @@ class ToolContext:
         self.caller = caller
         self.confirmation_record: ConfirmationRecord | None = None
         self._last_progress: float | None = None
-        # Set by the backend when the handler's code has really returned (a blocking handler
-        # keeps running in its thread after its awaiting task was cancelled).
-        self.handler_returned = threading.Event()
+        # Whether the handler's code has really returned (a blocking handler keeps running in
+        # its thread after its awaiting task was cancelled): a flag, and the threading.Event
+        # behind ``handler_returned`` only once someone waits for it or a thread sets it. An
+        # Event costs a Condition (three caught AttributeErrors) per call, and only a worker
+        # or a blocking handler ever uses it.
+        self._returned = False
+        self._returned_event: threading.Event | None = None
         self.blocking = False  # True: the handler runs in a thread and sets handler_returned itself
         # How the call ended, for the invocation log (set by tools_app.runs.execution.execute).
         self.outcome = Outcome.COMPLETED
@@ -73,6 +77,25 @@ class ToolContext:
         self.call_id = call_id or uuid.uuid4().hex
         # The user's connection the call acted with, for its invocation row.
         self.connection_used = ""
+
+    @property
+    def handler_returned(self) -> threading.Event:
+        """Set once the handler's code has really returned. Take it in the event loop's
+        thread (a blocking backend takes it before it starts its thread, and sets it there)."""
+        if self._returned_event is None:
+            self._returned_event = threading.Event()
+            if self._returned:
+                self._returned_event.set()
+        return self._returned_event
+
+    def handler_running(self, running: bool) -> None:
+        """The runtime's marks around each attempt of an awaited backend call."""
+        self._returned = not running
+        if self._returned_event is not None:
+            if running:
+                self._returned_event.clear()
+            else:
+                self._returned_event.set()
 
     @property
     def cancelled(self) -> bool:

@@ -147,7 +147,7 @@ async def start_task(
 def _answer_and_resume(run_id: str, responses: dict[str, Any]) -> None:
     with transaction.atomic():
         if run_answer(run_id, responses):
-            run = ToolRun.objects.select_related("tool").get(pk=run_id)
+            run = ToolRun.objects.select_related("tool__curation").get(pk=run_id)
             tool = ToolSpec.from_model(run.tool) if run.tool is not None else None
             transaction.on_commit(functools.partial(enqueue, run_id, tool))
 

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 
 def argument_problem(tool: ToolSpec, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    fast_check = tool.input_fast_check
+    if fast_check is not None and fast_check(arguments):
+        return None  # surely valid; jsonschema, far slower, judges only what this refuses
     problem = first_error(tool.input_validator, arguments)
     if problem is None:
         return None
@@ -112,7 +115,7 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
     retries = settings.TOOLBAY_MAX_RETRIES if tool.annotations.get("idempotentHint") else 0
     attempt = 0
     while True:
-        ctx.handler_returned.clear()
+        ctx.handler_running(True)
         try:
             if not tracing.ENABLED:
                 return await backend.call(tool, arguments, ctx)
@@ -132,7 +135,7 @@ async def _call_with_retries(tool: ToolSpec, arguments: dict[str, Any], ctx: Too
             await asyncio.sleep(delay)
         finally:
             if not ctx.blocking:
-                ctx.handler_returned.set()  # an awaited backend has stopped once its await ended
+                ctx.handler_running(False)  # an awaited backend has stopped once its await ended
 
 
 def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +144,9 @@ def _check_output(tool: ToolSpec, result: dict[str, Any]) -> dict[str, Any]:
         return result
     if "structuredContent" not in result:
         return error_result(f"Tool '{tool.name}' returned no structuredContent although it declares an outputSchema.")
+    fast_check = tool.output_fast_check
+    if fast_check is not None and fast_check(result["structuredContent"]):
+        return result
     problem = first_error(validator, result["structuredContent"])
     if problem is not None:
         log.warning("tool %s broke its outputSchema: %s", tool.name, problem.message)

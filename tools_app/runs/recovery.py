@@ -62,7 +62,7 @@ def _requeue(run: ToolRun, tool: ToolSpec) -> bool:
 async def recover_run(run_id: str, worker: str = "") -> None:
     """``worker``: the worker the call's stream names (it took the run's message); it may
     have died before it recorded the run as its own, in which case nothing ran yet."""
-    run = await ToolRun.objects.select_related("tool").filter(pk=run_id).afirst()
+    run = await ToolRun.objects.select_related("tool__curation").filter(pk=run_id).afirst()
     if run is None or run.is_terminal or run.tool is None:
         return  # ended, or its tool is gone (the worker says so)
     tool = ToolSpec.from_model(run.tool)
@@ -100,7 +100,9 @@ async def _time_out(run: ToolRun, tool: ToolSpec) -> None:
 def lost_runs() -> list[str]:
     """Active runs (background calls and tasks) whose worker stopped beating or that are
     past their deadline: what the periodic sweep recovers."""
-    runs = list(ToolRun.objects.filter(status__in=ToolRun.ACTIVE).exclude(worker_id="").select_related("tool"))
+    runs = list(
+        ToolRun.objects.filter(status__in=ToolRun.ACTIVE).exclude(worker_id="").select_related("tool__curation")
+    )
     alive = beating(sorted({run.worker_id for run in runs}))
     now = timezone.now()
     lost = []

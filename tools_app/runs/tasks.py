@@ -81,7 +81,7 @@ def execute_run(run_id: str) -> None:
 
 
 def _execute_run(run_id: str) -> None:
-    run = ToolRun.objects.select_related("tool").filter(pk=run_id).first()
+    run = ToolRun.objects.select_related("tool__curation").filter(pk=run_id).first()
     if run is None or run.is_terminal:
         return  # cancelled while queued, or a redelivery after the outcome was recorded
     if run.worker_id and beating([run.worker_id])[run.worker_id]:

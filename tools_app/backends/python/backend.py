@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 
 from tenants.models import Tenant
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
-from tools_app.backends.python.registry import Handler, HandlerKind, handler_of, is_offered, names_of
+from tools_app.backends.python.registry import Handler, HandlerKind, handler_of, is_offered, names_of, registration_of
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
 # The registry's kind of the handler each catalog feature binds with "handler".
@@ -74,19 +74,21 @@ def config_choices(*, tenant_ids: Collection[int] | None = None) -> dict[str, li
 
 async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     name = tool.backend_config.get("handler", "")
-    handler = handler_of("tool", name)
-    if handler is None:
+    registration = registration_of("tool", name)
+    if registration is None:
         raise BackendError(f"handler {name!r} is not registered in this process")
-    if inspect.iscoroutinefunction(handler):
+    handler = registration.handler
+    if registration.is_async:
         return await handler(ctx, arguments)
 
     ctx.blocking = True  # a cancelled await does not stop the thread: it reports for itself
+    returned = ctx.handler_returned  # taken here, in the loop's thread
 
     def run_blocking() -> Any:
         try:
             return handler(BlockingToolContext(ctx), arguments)
         finally:
-            ctx.handler_returned.set()  # set in the thread: it says the code really stopped
+            returned.set()  # set in the thread: it says the code really stopped
 
     return await sync_to_async(run_blocking, thread_sensitive=False)()
 

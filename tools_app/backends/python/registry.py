@@ -25,8 +25,9 @@ Plain ``def`` handlers run in a worker thread.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 Handler = Callable[..., Any]
@@ -46,6 +47,11 @@ class Registration:
     name: str
     handler: Handler
     catalogs: frozenset[str] | None
+    # Decided once here: inspect's check costs a call's worth of attribute lookups each time.
+    is_async: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
 
     def offered_to(self, catalog: str | None) -> bool:
         """Whether the catalog (a tenant's slug; None: the platform's) may bind this handler."""
@@ -100,6 +106,11 @@ def handler_of(kind: HandlerKind, name: str) -> Handler | None:
     what was bound when the tool was saved)."""
     registration = _tables[kind].get(name)
     return registration.handler if registration is not None else None
+
+
+def registration_of(kind: HandlerKind, name: str) -> Registration | None:
+    """The registration of ``name`` for ``kind`` (its handler, and whether it is async)."""
+    return _tables[kind].get(name)
 
 
 def is_offered(kind: HandlerKind, name: str, catalog: str | None) -> bool:
