@@ -387,21 +387,6 @@ class TenantDirectory:
             return None
         return _principal(tenant, record)
 
-    def cached_holder(self, slug: str, authorization: str | None) -> TenantRecord | None:
-        """The tenant as this process last loaded it when ``authorization`` is one of its
-        usable API keys there (no I/O; the generation may have moved since: ``authenticate``
-        decides). Lets a caller start what an authenticated request will need in the same
-        round trip as the generation check, and never for a stranger's request."""
-        tenant = self._entries.get(slug)
-        if tenant is None or authorization is None or not tenant.api_keys_enabled:
-            return None
-        scheme, _, raw = authorization.partition(" ")
-        prefix = keys.parse_prefix(raw.strip()) if scheme.lower() == "bearer" else None
-        record = tenant.keys_by_prefix.get(prefix) if prefix else None
-        if record is None or not _key_usable(record) or not keys.key_matches(raw.strip(), record.key_hash):
-            return None
-        return tenant
-
     def cached(self, principal: Principal) -> TenantRecord | None:
         """The principal's tenant as this request already loaded it (no I/O)."""
         tenant = self._entries.get(principal.tenant_slug)

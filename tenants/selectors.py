@@ -57,16 +57,18 @@ def active_tenant_with_keys(slug: str) -> tuple[dict[str, Any], list[dict[str, A
         key = dict(zip(KEY_COLUMNS, row[width:], strict=True))
         scopes = key["scopes"]
         key["scopes"] = json.loads(scopes) if isinstance(scopes, str) else scopes
-        key["expires_at"] = _aware(key["expires_at"])
-        key["revoked_at"] = _aware(key["revoked_at"])
+        key["expires_at"] = aware(key["expires_at"])
+        key["revoked_at"] = aware(key["revoked_at"])
         keys.append(key)
     return tenant, keys
 
 
-def _aware(value: datetime | str | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    parsed = parse_datetime(value)  # SQLite answers text
+def aware(value: datetime | str | None) -> datetime | None:
+    """A timestamp column read in plain SQL as an aware datetime: SQLite answers text or a
+    naive datetime (its converters drop the zone; Django stores UTC there)."""
+    if value is None:
+        return None
+    parsed = value if isinstance(value, datetime) else parse_datetime(value)
     return parsed.replace(tzinfo=UTC) if parsed is not None and parsed.tzinfo is None else parsed
 
 

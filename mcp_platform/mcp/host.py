@@ -73,18 +73,10 @@ IdentityT = TypeVar("IdentityT", bound=Identity)
 
 
 class ToolHost(Protocol[IdentityT]):
-    async def authenticate(
-        self, endpoint: str, authorization: str | None, origin: str, *, expects_call: bool = False
-    ) -> IdentityT:
+    async def authenticate(self, endpoint: str, authorization: str | None, origin: str) -> IdentityT:
         """The caller of ``/mcp/<endpoint>``; raises AuthError. ``origin`` is the scheme and
         authority the request was sent to (``http://127.0.0.1:8000``): an OAuth token must
-        be meant for the endpoint's URL there. ``expects_call``: the request's body looks
-        like a tools/call, so the host may send what the call will need along with the
-        credential check; ``end_request`` then follows the request, whatever became of it."""
-
-    def end_request(self) -> None:
-        """The request that ``authenticate(expects_call=True)`` began has ended (no I/O:
-        what it must give back goes out detached)."""
+        be meant for the endpoint's URL there."""
 
     def authorize(self, identity: IdentityT, method: str) -> None:
         """Raise AuthError (403) when the identity may not send ``method`` at all (an OAuth

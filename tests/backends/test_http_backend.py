@@ -332,10 +332,11 @@ def test_nothing_runs_on_after_an_http_call(api, http_tool, path):
     an HTTP call is over when its await is, whatever the outcome, timeout included."""
     tool = http_tool("probe", {"url": f"{api.origin}{path}", "timeout_seconds": 0.3}, timeout_seconds=0.5)
     ctx = ToolContext(RecordingLink(), tool_name="probe", confirmation="none")
+    spec = ToolSpec.from_model(tool)  # reads the tool's curation: outside the event loop
 
     async def run() -> None:
         with contextlib.suppress(Exception):
-            await execute(ToolSpec.from_model(tool), {}, ctx)
+            await execute(spec, {}, ctx)
 
     async_to_sync(run)()
     assert ctx.handler_returned.is_set()

@@ -22,12 +22,11 @@ import sys
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cache
 from typing import Any, Generic, TypeVar
 
-from django.utils.dateparse import parse_datetime
-
+from tenants.selectors import aware
 from tools_app.catalog.spec import (
     CurationValues,
     PromptSpec,
@@ -160,13 +159,6 @@ def _optional_bool(value: object) -> bool | None:
     return None if value is None else bool(value)
 
 
-def _datetime(value: datetime | str | None) -> datetime | None:
-    if value is None or isinstance(value, datetime):
-        return value
-    parsed = parse_datetime(value)  # SQLite answers text
-    return parsed.replace(tzinfo=UTC) if parsed is not None and parsed.tzinfo is None else parsed
-
-
 @cache
 def _annotations(
     read_only: bool | None, destructive: bool | None, idempotent: bool | None, open_world: bool | None
@@ -269,7 +261,7 @@ def _readable(fields: dict[str, Any], audience: Any, priority: float | None, las
 def resource(row: Sequence[Any]) -> Sized[ResourceSpec]:
     fields, nbytes = _entry(row)
     audience, priority, mime_type, uri, size, last_modified = row[12:]
-    nbytes += _readable(fields, audience, priority, _datetime(last_modified))
+    nbytes += _readable(fields, audience, priority, aware(last_modified))
     spec = ResourceSpec(**fields, mime_type=mime_type, uri=uri, size=size)
     return Sized(spec, nbytes + len(uri) + len(mime_type))
 

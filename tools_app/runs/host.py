@@ -5,7 +5,6 @@ and the runs."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -14,18 +13,15 @@ from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from redis.exceptions import RedisError
 
 from audit.journal import invocation_row, journal, new_call_id
 from audit.models import Outcome
 from mcp_platform import tracing
 from mcp_platform.mcp.calls import CallLink, ContinueAsTask, InputRequired, MissingClientCapability
-from mcp_platform.mcp.detached import detach
 from mcp_platform.mcp.host import AuthError, Requester
 from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
 from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTask, Task, Tool
-from mcp_platform.redis_batch import Command
 from mcp_platform.redis_clients import command_batch
 from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
@@ -55,34 +51,12 @@ class Finished:
     message: str = ""
 
 
-@dataclass
-class _Reservation:
-    """A call's limit check sent ahead, with the request's credential check: the tenant and
-    limits it was sent for, the command, and Redis's answer to come. ``taken``: a call used
-    it (or it was given back); else the request's end gives it back."""
-
-    tenant_id: int
-    per_minute: int | None
-    concurrent: int | None
-    command: Command
-    answer: asyncio.Future[list[Any]]
-    taken: bool = False
-
-
-# The reservation of the request running in this task (``authenticate`` to ``end_request``).
-_reservation: contextvars.ContextVar[_Reservation | None] = contextvars.ContextVar("toolbay_reservation", default=None)
-
-
 class PlatformToolHost:
     def __init__(self, directory: TenantDirectory, catalog: CatalogCache) -> None:
         self._directory = directory
         self._cache = catalog
 
-    async def authenticate(
-        self, endpoint: str, authorization: str | None, origin: str = "", *, expects_call: bool = False
-    ) -> Principal:
-        if expects_call:
-            self._reserve(endpoint, authorization)
+    async def authenticate(self, endpoint: str, authorization: str | None, origin: str = "") -> Principal:
         started_ns = time.time_ns() if tracing.ENABLED else 0
         try:
             principal = await self._directory.authenticate(endpoint, authorization, origin)
@@ -321,52 +295,8 @@ class PlatformToolHost:
             return Finished(await start_task(principal, tool, arguments, link, confirmation), None)
         return Finished(result, ctx.outcome, ctx.error_message)
 
-    # --- the call's limit check, sent ahead ----------------------------------------------
-    #
-    # A tools/call costs three Redis round trips in a row: the credential's generation check
-    # (with the session's lookup), the limit check, the end of the call (the audit row and
-    # the slot's release). For one caller calling in turn they are most of a call's time, and
-    # on a busy machine each is a wait for Redis to be scheduled. When the request looks like
-    # a tools/call (the transport says so from its body) and its API key is one this process
-    # already knows, the limit check goes out in the first round trip, before the credential
-    # is confirmed: two round trips instead of three. The call takes it if its tenant and
-    # limits are still what the check was sent for; anything else (no call after all, a
-    # refused credential, changed limits) gives it back at the request's end. A stranger's
-    # request never gets one: the key is checked against its hash first.
-
-    def _reserve(self, slug: str, authorization: str | None) -> None:
-        tenant = self._directory.cached_holder(slug, authorization)
-        if tenant is None or (tenant.calls_per_minute is None and tenant.max_concurrent_calls is None):
-            return
-        per_minute, concurrent = tenant.calls_per_minute, tenant.max_concurrent_calls
-        command = limits.acquire_command(tenant.tenant_id, per_minute=per_minute, concurrent=concurrent)
-        answer = command_batch().run([command])
-        _reservation.set(_Reservation(tenant.tenant_id, per_minute, concurrent, command, answer))
-
-    def end_request(self) -> None:
-        """The request ended: a limit check sent ahead that no call took is given back."""
-        reservation = _reservation.get()
-        if reservation is not None:
-            _reservation.set(None)
-            if not reservation.taken:
-                detach(_give_back(reservation))
-
     async def _take_slot(self, identity: Principal) -> bool:
         tenant = self._directory.cached(identity)
-        reservation = _reservation.get()
-        if reservation is not None and not reservation.taken:
-            reservation.taken = True
-            if (
-                tenant is not None
-                and reservation.tenant_id == identity.tenant_id
-                and (reservation.per_minute, reservation.concurrent)
-                == (tenant.calls_per_minute, tenant.max_concurrent_calls)
-            ):
-                (answer,) = await reservation.answer
-                if not isinstance(answer, Exception):  # NOSCRIPT after a Redis restart: ask anew
-                    return limits.verdict(answer, per_minute=reservation.per_minute, concurrent=reservation.concurrent)
-            else:
-                detach(_give_back(reservation))
         if tenant is None:
             return False
         return await limits.acquire(
@@ -464,20 +394,6 @@ class PlatformToolHost:
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return cast(Task, task_view(run))
-
-
-async def _give_back(reservation: _Reservation) -> None:
-    """Take back a limit check no call used (its count, and its slot if it took one)."""
-    reservation.taken = True
-    try:
-        (answer,) = await reservation.answer
-        if isinstance(answer, Exception):
-            return  # refused (NOSCRIPT): it counted nothing
-        undo = limits.undo_commands(reservation.command, answer)
-        if undo:
-            await command_batch().run(undo)
-    except RedisError:
-        pass  # Redis is gone: the minute's count expires, a slot frees itself after its TTL
 
 
 def caller_of(principal: Principal) -> Caller:

@@ -54,22 +54,19 @@ def running_key(tenant_id: int) -> str:
     return f"{PREFIX}:running:{tenant_id}"
 
 
-def acquire_command(tenant_id: int, *, per_minute: int | None, concurrent: int | None) -> Command:
-    """The one command that counts a call and takes its slot (``verdict`` reads its answer;
-    ``undo_commands`` takes it back for a call that did not happen)."""
-    keys = (rate_key(tenant_id), running_key(tenant_id))
+async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | None) -> bool:
+    """Take a call slot; raises LimitExceeded. Returns whether a concurrency slot was taken
+    (then ``release_command`` must follow)."""
+    if per_minute is None and concurrent is None:
+        return False
+    keys = (f"{PREFIX}:rate:{tenant_id}:{int(time.time() // 60)}", running_key(tenant_id))
     limits = (-1 if per_minute is None else per_minute, -1 if concurrent is None else concurrent)
-    return ("EVALSHA", _ACQUIRE_SHA, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
-
-
-def rate_key(tenant_id: int, at: float | None = None) -> str:
-    return f"{PREFIX}:rate:{tenant_id}:{int((time.time() if at is None else at) // 60)}"
-
-
-def verdict(answer: list[int], *, per_minute: int | None, concurrent: int | None) -> bool:
-    """Whether the call took a concurrency slot (then ``release_command`` must follow);
-    raises LimitExceeded when a limit refused it."""
-    _, running, allowed = answer
+    batch = command_batch()
+    try:
+        _, running, allowed = await batch.one("EVALSHA", _ACQUIRE_SHA, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
+    except NoScriptError:
+        # First use since Redis started: EVAL loads the script (EVALSHA finds it from then on).
+        _, running, allowed = await batch.one("EVAL", _ACQUIRE, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
     if allowed:
         return concurrent is not None
     if concurrent is not None and running > concurrent:
@@ -80,34 +77,6 @@ def verdict(answer: list[int], *, per_minute: int | None, concurrent: int | None
         f"Rate limit reached: this tenant allows {per_minute} calls per minute. "
         f"Retry in {60 - int(time.time() % 60)} seconds."
     )
-
-
-def undo_commands(command: Command, answer: list[int]) -> list[Command]:
-    """What takes back an ``acquire_command`` that was answered ``answer`` for a call that
-    never ran: the count of its minute, and its slot if it took one."""
-    rate, running = command[3], command[4]
-    per_minute, concurrent = command[5], command[6]
-    undo: list[Command] = []
-    if per_minute >= 0:
-        undo.append(("DECR", rate))
-    if concurrent >= 0 and answer[2]:
-        undo.append(("DECR", running))
-    return undo
-
-
-async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | None) -> bool:
-    """Take a call slot; raises LimitExceeded. Returns whether a concurrency slot was taken
-    (then ``release_command`` must follow)."""
-    if per_minute is None and concurrent is None:
-        return False
-    command = acquire_command(tenant_id, per_minute=per_minute, concurrent=concurrent)
-    batch = command_batch()
-    try:
-        answer = await batch.one(*command)
-    except NoScriptError:
-        # First use since Redis started: EVAL loads the script (EVALSHA finds it from then on).
-        answer = await batch.one("EVAL", _ACQUIRE, *command[2:])
-    return verdict(answer, per_minute=per_minute, concurrent=concurrent)
 
 
 def release_command(tenant_id: int) -> Command:

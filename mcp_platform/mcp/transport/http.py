@@ -86,13 +86,6 @@ class HttpProblem(Exception):
         self.headers = headers or []
 
 
-def _looks_like_call(first: dict[str, Any]) -> bool:
-    """Whether a POST's first body message (all of a small body) looks like a tools/call: a
-    hint, so that its limit check may go out early (``ToolHost.authenticate``); a wrong guess
-    costs a round trip that gives the check back, never a wrong answer."""
-    return first.get("type") == "http.request" and b'"tools/call"' in first.get("body", b"")
-
-
 def _quoted(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -167,21 +160,15 @@ class StreamableHttp:
         responder = Responder(receive, send)
         headers = checks.header_map(scope.get("headers", []))
         lookup: SessionLookup | None = None
-        expects_call = False
         try:
             self._check_host_and_origin(headers)
-            method = scope.get("method", "GET")
-            if method == "POST" and "expect" not in headers:
-                # A body that arrived with the headers (any small one does) is looked at before
-                # the credential is checked: a tools/call's limit check can then go out with it.
-                # Not with "Expect: 100-continue": reading would invite the body before the check.
-                expects_call = _looks_like_call(await responder.peek())
             session_id = headers.get(SESSION_HEADER)
             if session_id:
                 # Fetch the session while the credential is checked: two Redis round trips
                 # overlap instead of adding up. It is used only once the credential passed.
                 lookup = self.engine.sessions.lookup(session_id)
-            identity = await self._authenticate(endpoint, headers, scope, expects_call)
+            identity = await self._authenticate(endpoint, headers, scope)
+            method = scope.get("method", "GET")
             if method == "POST":
                 await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
             elif method == "GET":
@@ -197,9 +184,6 @@ class StreamableHttp:
             await self._fault(failed.__cause__ or failed, responder, failed.request_id)
         except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
             await self._fault(exc, responder, None)
-        finally:
-            if expects_call:
-                self.engine.host.end_request()
 
     async def _fault(self, exc: BaseException, responder: Responder, request_id: jsonrpc.RequestId | None) -> None:
         """A 503 with Retry-After when Redis or the database did not answer, else a -32603;
@@ -239,12 +223,10 @@ class StreamableHttp:
             scheme = headers.get("x-forwarded-proto", scheme).split(",")[0].strip()
         return f"{scheme.lower()}://{host.lower()}"
 
-    async def _authenticate(
-        self, endpoint: str, headers: dict[str, str], scope: Scope, expects_call: bool = False
-    ) -> Identity:
+    async def _authenticate(self, endpoint: str, headers: dict[str, str], scope: Scope) -> Identity:
         try:
             identity: Identity = await self.engine.host.authenticate(
-                endpoint, headers.get("authorization"), self._origin(headers, scope), expects_call=expects_call
+                endpoint, headers.get("authorization"), self._origin(headers, scope)
             )
             return identity
         except AuthError as exc:

@@ -34,18 +34,6 @@ class Responder:
         self.ended = False
         self.disconnected = False
 
-    async def peek(self) -> dict[str, Any]:
-        """The first message ``receive`` will give, received now and given again by it."""
-        message = await self.receive()
-        received = self.receive
-
-        async def again() -> dict[str, Any]:
-            self.receive = received
-            return message
-
-        self.receive = again
-        return message
-
     @property
     def open(self) -> bool:
         return self.started and not self.ended and not self.disconnected
