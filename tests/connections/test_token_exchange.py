@@ -4,17 +4,24 @@ grant): the caller's own token at the IdP becomes a token for another audience, 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
+import redis
+from asgiref.sync import async_to_sync
+from django.conf import settings
 
 from oauth.connections import client
+from oauth.connections.broker import broker
 from oauth.connections.selectors import provider_named, provider_secret
 from oauth.models import ConnectionProvider
 from oauth.sealing import unseal
 from tenants.models import Tenant
 from tests.connections.conftest import EXCHANGE_AUDIENCE, PROVIDER, TENANT, ConnWorld
 from tests.connections.test_connect_flow import _connect, _connection, _introspect
+from tools_app.backends.base import BackendError
+from tools_app.backends.connections import Caller, Token
 
 
 @pytest.fixture
@@ -68,3 +75,37 @@ def test_a_forged_subject_token_or_a_foreign_audience_is_refused(
     with pytest.raises(client.ProviderError) as wrong_secret:
         _exchange(provider, "wrong-secret", subject_token, EXCHANGE_AUDIENCE)
     assert wrong_secret.value.error == "invalid_client"
+
+
+def test_the_broker_exchanges_the_callers_own_token_at_its_issuer_and_caches_it_sealed(
+    conn_world: ConnWorld, idp_provider: tuple[ConnectionProvider, str]
+) -> None:
+    provider, _secret = idp_provider
+    subject_token = _users_idp_token(conn_world, "alice")
+    caller = Caller(
+        tenant_id=provider.tenant_id or 0,
+        subject="oauth:alice",
+        oauth_subject="alice",
+        oauth_issuer=conn_world.idp.issuer,
+        bearer=subject_token,
+    )
+    assert subject_token not in repr(caller)
+
+    async def twice() -> tuple[Token, Token]:
+        first = await broker.exchanged_token(caller, PROVIDER, EXCHANGE_AUDIENCE, ["openid"])
+        return first, await broker.exchanged_token(caller, PROVIDER, EXCHANGE_AUDIENCE, ["openid"])
+
+    first, second = async_to_sync(twice)()  # the ORM stays on this thread
+    assert first.value == second.value  # the second came from the cache
+    assert _introspect(conn_world, first.value)["sub"] == "alice"
+    cached = redis.Redis.from_url(settings.REDIS_URL).keys("toolbay:token-exchange:*")
+    assert cached
+    stored = b"".join(redis.Redis.from_url(settings.REDIS_URL).get(key) or b"" for key in cached)
+    assert first.value.encode() not in stored  # sealed
+
+    # The caller's token goes to its own issuer only; without one there is nothing to exchange.
+    elsewhere = replace(caller, oauth_issuer="https://other-idp.example")
+    with pytest.raises(BackendError, match="not issued by the provider"):
+        async_to_sync(broker.exchanged_token)(elsewhere, PROVIDER, EXCHANGE_AUDIENCE, [])
+    with pytest.raises(BackendError, match="caller's own OAuth token"):
+        async_to_sync(broker.exchanged_token)(replace(caller, bearer=""), PROVIDER, EXCHANGE_AUDIENCE, [])
