@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import NamedTuple, Protocol
@@ -316,7 +316,7 @@ class TenantDirectory:
             )
         prefix = keys.parse_prefix(raw)
         if prefix is None and self._verifier is not None:
-            return await self._verifier.verify(tenant, raw, origin)
+            return replace(await self._verifier.verify(tenant, raw, origin), bearer=raw)
         record = tenant.keys_by_prefix.get(prefix) if prefix else None
         stored_hash = record.key_hash if record else "0" * 64
         matches = keys.key_matches(raw, stored_hash)

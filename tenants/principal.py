@@ -8,7 +8,7 @@ public tenant (neither).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,9 @@ class Principal:
     expires_at: float | None = None
     grant_id: str = ""
     oauth_resource: str = ""  # the MCP URL the token was checked against (its audience)
+    # An OAuth caller's own access token, kept for this request only: RFC 8693 token exchange
+    # sends it to the issuer it came from. Never shown, compared, logged or queued to a worker.
+    bearer: str = field(default="", repr=False, compare=False)
 
     @property
     def is_oauth(self) -> bool:

@@ -10,6 +10,7 @@ connection (audited), so that the next call asks the user to connect again.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import timedelta
 
@@ -21,7 +22,7 @@ from mcp_platform.redis_clients import async_redis
 from oauth.connections import client, services
 from oauth.connections.selectors import provider_named, provider_secret
 from oauth.models import Connection, ConnectionProvider, Grant
-from oauth.sealing import unseal
+from oauth.sealing import seal, unseal
 from tenants.models import ApiKey
 from tools_app.backends.base import BackendError
 from tools_app.backends.connections import Caller, ConnectionRequired, Token
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 # Longer than a token request can take (TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS is 5 by default).
 REFRESH_LOCK_SECONDS = 30
+# An exchanged token is not used from the cache in its last seconds.
+EXCHANGE_CACHE_MARGIN_SECONDS = 30
 
 
 def owner_user_id(caller: Caller) -> int | None:
@@ -145,6 +148,45 @@ class Broker:
             return await sync_to_async(services.connection_refreshed)(connection_id=current.pk, token=token)
         finally:
             await lock.release()
+
+    async def exchanged_token(self, caller: Caller, provider: str, audience: str, scopes: list[str]) -> Token:
+        """RFC 8693: the caller's own token, exchanged at the provider that issued it for one
+        whose audience is ``audience``. The caller's token goes only to its own issuer.
+
+        Exchanged tokens are cached in Redis, sealed with the vault, per (caller's token,
+        audience, scopes) until 30 s before they expire: a tool called in a loop costs one
+        exchange, and a new caller token (a new sign-in) starts afresh."""
+        found = await sync_to_async(provider_named)(caller.tenant_id, provider)
+        if found is None:
+            raise BackendError(f"there is no connection provider named {provider!r}")
+        if not caller.bearer:
+            raise BackendError(
+                "token exchange needs the caller's own OAuth token, which this call does not have "
+                "(an API key's call, or one run on a worker)"
+            )
+        if not found.issuer or caller.oauth_issuer.rstrip("/") != found.issuer.rstrip("/"):
+            raise BackendError(
+                f"the caller's token was not issued by the provider {provider!r}: it cannot be exchanged there"
+            )
+        digest = hashlib.sha256(f"{caller.bearer}\n{audience}\n{' '.join(sorted(scopes))}".encode()).hexdigest()
+        key = f"toolbay:token-exchange:{found.pk}:{digest}"
+        label = f"{found.name} exchange for {audience}"
+        redis = async_redis()
+        cached = await redis.get(key)
+        if cached:
+            return Token(unseal(cached.decode() if isinstance(cached, bytes) else cached), label)
+        secret = await sync_to_async(provider_secret)(found)
+        try:
+            issued = await client.exchange_token(
+                found, secret, subject_token=caller.bearer, audience=audience, scopes=scopes
+            )
+        except client.ProviderError as exc:
+            raise BackendError(f"the provider {provider!r} refused the token exchange: {exc}") from None
+        value = issued["access_token"]
+        lifetime = int(issued.get("expires_in") or 0) - EXCHANGE_CACHE_MARGIN_SECONDS
+        if lifetime > 0:
+            await redis.set(key, seal(value), ex=lifetime)
+        return Token(value, label)
 
 
 broker = Broker()

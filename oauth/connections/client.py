@@ -200,3 +200,27 @@ async def userinfo(provider: ConnectionProvider, access_token: str) -> dict[str,
         except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError, ValueError):
             return {}
     return value if isinstance(value, dict) else {}
+
+
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+
+
+async def exchange_token(
+    provider: ConnectionProvider, client_secret: str, *, subject_token: str, audience: str, scopes: list[str]
+) -> dict[str, Any]:
+    """RFC 8693 token exchange at the provider's token endpoint: a token for ``audience``
+    acting as the subject of ``subject_token`` (the caller's own access token from that
+    provider). Authlib sends it as an ordinary token request with the exchange's parameters
+    and authenticates Toolbay the way the provider is configured to."""
+    where = await endpoints(provider)
+    options: dict[str, str] = {
+        "subject_token": subject_token,
+        "subject_token_type": ACCESS_TOKEN_TYPE,
+        "requested_token_type": ACCESS_TOKEN_TYPE,
+        "audience": audience,
+    }
+    if scopes:
+        options["scope"] = " ".join(scopes)
+    async with _client(provider, client_secret) as client:
+        return await _token_call(client.fetch_token(where.token, grant_type=TOKEN_EXCHANGE, **options))

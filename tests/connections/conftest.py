@@ -39,6 +39,7 @@ MODULE_DIR = ROOT / ".conf" / "oidc-provider"
 INSTALLER = ROOT / "tests" / "staff_auth" / "install_oidc_provider.sh"
 TENANT = "conn-a"
 PROVIDER = "idp"
+EXCHANGE_AUDIENCE = "https://upstream.example/mcp"
 CLIENT_ID = "toolbay-connections"
 CLIENT_SECRET = "connections-client-secret-Zq7Kx2Vb9Lm4Np8Rt3Wy"
 PASSWORDS = {"alice": "alice-password-0fK2", "bob": "bob-password-7hQ1"}
@@ -90,12 +91,17 @@ def _start_idp(workdir: Path, toolbay_url: str) -> tuple[Idp, Path]:
         "accounts": ACCOUNTS,
         "jwks": {"keys": [key.as_dict(private=True)]},
         "access_token_seconds": 600,
+        "exchange_audiences": [EXCHANGE_AUDIENCE],
         "clients": [
             {
                 "client_id": CLIENT_ID,
                 "client_secret": CLIENT_SECRET,
                 "redirect_uris": [f"{toolbay_url}/connect/{TENANT}/{PROVIDER}/callback"],
-                "grant_types": ["authorization_code", "refresh_token"],
+                "grant_types": [
+                    "authorization_code",
+                    "refresh_token",
+                    "urn:ietf:params:oauth:grant-type:token-exchange",
+                ],
                 "response_types": ["code"],
             }
         ],

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const config = JSON.parse(readFileSync(process.argv[2], 'utf8'));
-const { default: Provider } = await import(
+const { default: Provider, errors } = await import(
   pathToFileURL(join(config.module_dir, 'node_modules', 'oidc-provider', 'lib', 'index.js')).href
 );
 
@@ -35,6 +35,39 @@ const provider = new Provider(config.issuer, {
     return { accountId: id, async claims() { return { sub: id, ...data }; } };
   },
 });
+// RFC 8693 token exchange, through oidc-provider's own extension point for grant types: the
+// subject token must be a live access token of this provider; the new token is the same
+// account's, for the requested audience (one of config.exchange_audiences), issued to the
+// client that asked.
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => {
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest('subject_token_type must be an access token');
+  }
+  const subject = await provider.AccessToken.find(params.subject_token || '');
+  if (!subject || subject.isExpired) throw new errors.InvalidGrant('subject token invalid or expired');
+  if (!(config.exchange_audiences || []).includes(params.audience)) {
+    throw new errors.InvalidTarget('audience not allowed');
+  }
+  const token = new provider.AccessToken({
+    accountId: subject.accountId,
+    client,
+    grantId: subject.grantId,
+    gty: 'token_exchange',
+    scope: params.scope || subject.scope,
+  });
+  token.aud = params.audience;
+  const value = await token.save();
+  ctx.body = {
+    access_token: value,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: token.expiration,
+    scope: token.scope,
+  };
+}, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource']);
 provider.proxy = false;
 const server = provider.listen(config.port, '127.0.0.1', () => {
   process.stdout.write(`listening ${config.issuer}\n`);

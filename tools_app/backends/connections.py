@@ -10,7 +10,7 @@ elicitation, a -32042 error or an ``isError`` result (``ask_to_connect``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcp_platform.mcp.jsonrpc import JsonRpcError
@@ -30,6 +30,8 @@ class Caller:
     key_id: int | None = None
     oauth_subject: str = ""
     grant_id: str = ""
+    oauth_issuer: str = ""
+    bearer: str = field(default="", repr=False, compare=False)  # for token exchange only
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class ConnectionBroker(Protocol):
         """The API answered 401 to the token: refresh it, or forget the connection."""
 
     def provider_exists(self, tenant_id: int | None, provider: str) -> bool: ...
+
+    async def exchanged_token(self, caller: Caller, provider: str, audience: str, scopes: list[str]) -> Token:
+        """RFC 8693: the caller's own token exchanged at its issuer for one for ``audience``."""
 
 
 class CallerAsserter(Protocol):
@@ -128,6 +133,14 @@ async def token_for(ctx: CallContext, provider: str, scopes: list[str]) -> str:
         if not await broker.is_connected(caller, provider):
             raise ConnectionPending(needed.message) from None
         token = await broker.access_token(caller, provider, scopes, call_id=call_id)
+    if hasattr(ctx, "connection_used"):
+        ctx.connection_used = token.connection
+    return token.value
+
+
+async def exchanged_token_for(ctx: CallContext, provider: str, audience: str, scopes: list[str]) -> str:
+    """A token for ``audience`` obtained by RFC 8693 token exchange for the caller's own token."""
+    token = await connection_broker().exchanged_token(caller_of(ctx), provider, audience, scopes)
     if hasattr(ctx, "connection_used"):
         ctx.connection_used = token.connection
     return token.value

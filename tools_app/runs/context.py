@@ -10,7 +10,7 @@ import asyncio
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from audit.models import ConfirmationOutcome, Outcome
@@ -30,7 +30,11 @@ class Caller:
     oauth_subject: str = ""
     run_id: str = ""  # the run that waits, on a worker
     subject: str = ""  # the principal's stable subject (what connections are bound to)
+    oauth_issuer: str = ""
     grant_id: str = ""  # a token of the embedded authorization server: its consent
+    # The OAuth caller's own token, for RFC 8693 token exchange; in-process calls only (a
+    # worker's caller has none: the token is never queued).
+    bearer: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,8 @@ class ToolContext:
             key_id=caller.key_id,
             oauth_subject=caller.oauth_subject,
             grant_id=caller.grant_id,
+            oauth_issuer=caller.oauth_issuer,
+            bearer=caller.bearer,
         )
 
     def url_elicitation(self) -> str:

@@ -404,6 +404,8 @@ def caller_of(principal: Principal) -> Caller:
         oauth_subject=principal.oauth_subject,
         subject=principal.subject,
         grant_id=principal.grant_id,
+        oauth_issuer=principal.oauth_issuer,
+        bearer=principal.bearer,
     )
 
 

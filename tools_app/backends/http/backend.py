@@ -77,7 +77,7 @@ CONFIG_KEYS = {
     "caller_assertion",
 }
 ASSERTION_HEADER = "Toolbay-Caller-Assertion"
-AUTH_TYPES = ("bearer", "basic", "header", "connection")
+AUTH_TYPES = ("bearer", "basic", "header", "connection", "token_exchange")
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers the transport owns; letting a tool set them would break framing or routing.
@@ -163,6 +163,14 @@ def _validate_auth(auth: Any) -> None:
             '"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...} '
             'or {"type": "connection", "provider": "<name>", "scopes": [...]}'
         )
+    if auth["type"] == "token_exchange":
+        if set(auth) - {"type", "provider", "audience", "scopes"}:
+            raise BackendConfigError('"auth" of type token_exchange takes only "provider", "audience" and "scopes"')
+        if not isinstance(auth.get("provider"), str) or not isinstance(auth.get("audience"), str):
+            raise BackendConfigError('"auth" of type token_exchange needs "provider" and "audience" (strings)')
+        if not isinstance(auth.get("scopes", []), list) or not all(isinstance(s, str) for s in auth.get("scopes", [])):
+            raise BackendConfigError('"auth" "scopes" must be a list of strings')
+        return
     if auth["type"] == "connection":
         if set(auth) - {"type", "provider", "scopes"}:
             raise BackendConfigError('"auth" of type connection takes only "provider" and "scopes"')
@@ -189,7 +197,7 @@ def _validate_auth(auth: Any) -> None:
 
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
-    if isinstance(auth, dict) and auth.get("type") == "connection":
+    if isinstance(auth, dict) and auth.get("type") in ("connection", "token_exchange"):
         if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
             scope = "the platform's" if tenant_id is None else "this tenant's"
             raise BackendConfigError(f"there is no connection provider named {auth['provider']!r} among {scope}")
@@ -340,6 +348,15 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext 
         if ctx is None:
             raise BackendError("a connection credential needs a tool call (a user to act for)")
         token = await connections.token_for(ctx, auth["provider"], list(auth.get("scopes", [])))
+        secret_values.append(token)
+        headers["Authorization"] = f"Bearer {token}"
+        secret_headers.add("authorization")
+    elif auth and auth["type"] == "token_exchange":
+        if ctx is None:
+            raise BackendError("a token exchange needs a tool call (a caller whose token is exchanged)")
+        token = await connections.exchanged_token_for(
+            ctx, auth["provider"], auth["audience"], list(auth.get("scopes", []))
+        )
         secret_values.append(token)
         headers["Authorization"] = f"Bearer {token}"
         secret_headers.add("authorization")
