@@ -232,6 +232,10 @@ class Runner:
             env={**BASE_ENV, **launch.env},
             allow_hosts=launch.allow_hosts,
             ro_paths=launch.ro_paths,
+            memory_bytes=settings.TOOLBAY_PACKAGED_MEMORY_BYTES,
+            cpu_seconds=settings.TOOLBAY_PACKAGED_CPU_SECONDS,
+            max_processes=settings.TOOLBAY_PACKAGED_MAX_PROCESSES,
+            max_open_files=settings.TOOLBAY_PACKAGED_OPEN_FILES,
         )
         try:
             process = await spawn(spec, trusted=launch.trusted)
