@@ -316,6 +316,13 @@ TOOLBAY_RUNNER_ADVERTISE = env_str("TOOLBAY_RUNNER_ADVERTISE", "")
 TOOLBAY_PACKAGED_IDLE_SECONDS = env_float("TOOLBAY_PACKAGED_IDLE_SECONDS", 600.0, minimum=1.0)
 TOOLBAY_PACKAGED_START_SECONDS = env_float("TOOLBAY_PACKAGED_START_SECONDS", 60.0, minimum=1.0)
 TOOLBAY_PACKAGED_MAX_INSTANCES = env_int("TOOLBAY_PACKAGED_MAX_INSTANCES", 200, minimum=1)
+# Each instance's limits (rlimits in its sandbox, also applied where it runs unsandboxed): memory
+# per process (RLIMIT_DATA), CPU seconds per process (a warm instance that reaches it is
+# restarted), processes and threads of the instance together (Node needs about 11), open files.
+TOOLBAY_PACKAGED_MEMORY_BYTES = env_int("TOOLBAY_PACKAGED_MEMORY_BYTES", 512 * 1024 * 1024, minimum=16 * 1024 * 1024)
+TOOLBAY_PACKAGED_CPU_SECONDS = env_int("TOOLBAY_PACKAGED_CPU_SECONDS", 300, minimum=1)
+TOOLBAY_PACKAGED_MAX_PROCESSES = env_int("TOOLBAY_PACKAGED_MAX_PROCESSES", 64, minimum=4)
+TOOLBAY_PACKAGED_OPEN_FILES = env_int("TOOLBAY_PACKAGED_OPEN_FILES", 256, minimum=16)
 # Resources: the largest static content stored in the database (text or binary), and how
 # much static content each process keeps in memory to serve resources/read without a query.
 TOOLBAY_RESOURCE_MAX_BYTES = env_int("TOOLBAY_RESOURCE_MAX_BYTES", 1024 * 1024, minimum=1)

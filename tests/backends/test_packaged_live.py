@@ -25,7 +25,7 @@ from django.test import Client as WebClient
 from django.test import override_settings
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ElicitResult
+from mcp_types import ElicitResult, ResourceUpdatedNotification
 
 from tenants.services import api_key_create, tenant_create
 from tests.backends.packaged import (
@@ -38,7 +38,8 @@ from tests.backends.packaged import (
     start_runner,
 )
 from tests.mcp.live import LiveServer, start_server, stop_together
-from tests.poll import wait_for
+from tests.poll import wait_for, wait_for_async
+from tools_app.backends.packaged.operations import instance_control
 from tools_app.backends.upstream.federation import upstream_refresh
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.catalog.models import AccessRule
@@ -340,3 +341,37 @@ def test_operators_see_instances_and_stop_one(world: World, django_db_blocker: A
     wait_for(lambda: instance_status(upstream, tenant) is None, timeout=10, message="the instance to stop")
     assert asyncio.run(call()) == "UTC"  # the next call starts a fresh instance
     assert running_pid(upstream, tenant) not in (None, pid)
+
+
+def test_a_packaged_servers_resource_updates_reach_toolbays_subscribers(world: World, django_db_blocker: Any) -> None:
+    """The runner subscribes to the mirrored resources when its instance imports them, and
+    passes the server's ``notifications/resources/updated`` on to Toolbay's subscribers (the
+    everything server sends one per subscribed URI when its toggle-subscriber-updates tool
+    turns updates on, then every 5 s)."""
+    upstream, tenant = world.upstreams["everything@pk-alpha"], world.tenant_ids["pk-alpha"]
+    pid = running_pid(upstream, tenant)
+    with django_db_blocker.unblock():
+        # A fresh instance imports with mirroring on (the fixture turned it on after the first import).
+        assert instance_control(scope=f"{upstream}:{tenant}", action="restart", tenant_ids=None)
+    wait_for(lambda: running_pid(upstream, tenant) not in (None, pid), timeout=30, message="the restarted instance")
+
+    async def scenario() -> None:
+        heard: list[str] = []
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, ResourceUpdatedNotification):
+                heard.append(str(message.params.uri))
+
+        async with _client(world, "pk-alpha", server=1, message_handler=on_message) as client:
+            resources = (await client.list_resources()).resources
+            (watched, *_) = [str(r.uri) for r in resources if str(r.uri).startswith("demo://resource/static/")]
+            await client.subscribe_resource(watched)
+            toggled = await client.call_tool("ev.toggle-subscriber-updates", {})
+            assert toggled.is_error is False, toggled.content
+            await wait_for_async(
+                lambda: watched in heard,
+                timeout=15,
+                message=lambda: f"an update of {watched}; the runner's log:\n{world.runner.log()[-3000:]}",
+            )
+
+    asyncio.run(scenario())

@@ -205,3 +205,37 @@ def test_schema_refuses_bad_values(values, complaint):
 def test_missing_secrets_are_named():
     with pytest.raises(helm.HelmError, match=r"secrets\.secretKey, secrets\.fernetKeys, database\.url, redis\.url"):
         render({})
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "seccomp", "apparmor", "optout"),
+    [
+        ({}, "Unconfined", "unconfined", False),
+        ({"userNamespace": True}, "Unconfined", "unconfined", False),
+        ({"enabled": False, "optOut": True}, "RuntimeDefault", "runtime/default", True),
+    ],
+    ids=["bubblewrap", "user-namespace", "opted-out"],
+)
+def test_only_the_runner_is_unconfined_for_bubblewrap(sandbox, seccomp, apparmor, optout):
+    values = {**SECRETS, "packagedRunner": {"sandbox": sandbox}}
+    manifests = render(values)
+    for version in KUBE_VERSIONS:
+        for manifest in manifests:
+            kubernetes_validate.validate(manifest, version, strict=True)
+    runner = _named(manifests, "Deployment", "-runner")["spec"]["template"]
+    (container,) = runner["spec"]["containers"]
+    security = container["securityContext"]
+    # Whatever the sandbox needs, the runner gains no privilege: no capability, no escalation.
+    assert security["capabilities"]["drop"] == ["ALL"] and security["allowPrivilegeEscalation"] is False
+    assert security.get("seccompProfile", runner["spec"]["securityContext"]["seccompProfile"])["type"] == seccomp
+    assert runner["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/runner"] == apparmor
+    assert ("TOOLBAY_SANDBOX_OPTOUT" in _env(container)) is optout
+    user_namespace = sandbox.get("userNamespace", False)
+    assert (runner["spec"].get("hostUsers") is False, security.get("procMount")) == (
+        (True, "Unmasked") if user_namespace else (False, None)
+    )
+    for name, spec in _pod_specs(manifests):
+        if not name.endswith("-runner"):
+            assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault", name
+            for other in spec["containers"]:
+                assert "seccompProfile" not in other["securityContext"] and "TOOLBAY_SANDBOX_OPTOUT" not in _env(other)

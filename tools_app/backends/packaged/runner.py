@@ -38,6 +38,7 @@ from tools_app.backends.packaged.launch import Launch, LaunchRefused, fingerprin
 from tools_app.backends.packaged.sandbox import SandboxSpec, sandbox_status, spawn
 from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamSession
 from tools_app.backends.upstream.federation import UpstreamRefreshError, upstream_refresh_async
+from tools_app.backends.upstream.listener import pass_on_update, subscribe_mirrored
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Runner:
         self.by_uid: dict[str, Slot] = {}
         self._refreshed: dict[int, str] = {}  # upstream id -> fingerprint refreshed at start
         self._refresh_tasks: dict[int, asyncio.Task[None]] = {}
+        self._subscribe_tasks: set[asyncio.Future[None]] = set()
         self.base_url = ""
         self.stopping = asyncio.Event()
 
@@ -232,6 +234,10 @@ class Runner:
             env={**BASE_ENV, **launch.env},
             allow_hosts=launch.allow_hosts,
             ro_paths=launch.ro_paths,
+            memory_bytes=settings.TOOLBAY_PACKAGED_MEMORY_BYTES,
+            cpu_seconds=settings.TOOLBAY_PACKAGED_CPU_SECONDS,
+            max_processes=settings.TOOLBAY_PACKAGED_MAX_PROCESSES,
+            max_open_files=settings.TOOLBAY_PACKAGED_OPEN_FILES,
         )
         try:
             process = await spawn(spec, trusted=launch.trusted)
@@ -256,6 +262,9 @@ class Runner:
         if self._refreshed.get(slot.upstream_id) != launch.fingerprint:
             self._refreshed[slot.upstream_id] = launch.fingerprint
             self._schedule_refresh(slot, delay=0.0)
+        else:  # imported already: this instance only subscribes to the mirrored resources
+            self._subscribe_tasks.add(task := asyncio.ensure_future(self._refresh(slot, 0.0, reimport=False)))
+            task.add_done_callback(self._subscribe_tasks.discard)
         await instance.exited.wait()
         self._forget_instance(slot)
         if slot.state == "running":  # not stopped on purpose
@@ -401,7 +410,13 @@ class Runner:
 
     async def _noticed(self, instance: Instance, message: dict[str, Any]) -> None:
         slot = self.by_uid.get(instance.uid)
-        if slot is None or message.get("method") == "notifications/resources/updated":
+        if slot is None:
+            return
+        if message.get("method") == "notifications/resources/updated":
+            # To Toolbay's own subscribers of the mirrored resource, as the listener does for
+            # HTTP upstreams (the runner subscribed to the mirrored URIs when it imported).
+            params = message.get("params")
+            await pass_on_update(slot.upstream_id, params.get("uri") if isinstance(params, dict) else None)
             return
         if time.time() - slot.started_at < SETTLING_SECONDS:
             return
@@ -414,7 +429,7 @@ class Runner:
             return
         self._refresh_tasks[upstream_id] = asyncio.ensure_future(self._refresh(slot, delay))
 
-    async def _refresh(self, slot: Slot, delay: float) -> None:
+    async def _refresh(self, slot: Slot, delay: float, *, reimport: bool = True) -> None:
         await asyncio.sleep(delay)
         instance = slot.instance
         if instance is None or slot.launch is None:
@@ -431,8 +446,13 @@ class Runner:
         )
         session = UpstreamSession(endpoint)
         try:
-            report = await upstream_refresh_async(upstream_id=slot.upstream_id, session=session)
-            log.info("runner: %s re-imported: %s", slot.launch.name, report.summary())
+            if reimport:
+                report = await upstream_refresh_async(upstream_id=slot.upstream_id, session=session)
+                log.info("runner: %s re-imported: %s", slot.launch.name, report.summary())
+            else:
+                await session.initialize()
+            # A stdio server has one session: a subscription made here lasts as long as the instance.
+            await subscribe_mirrored(slot.upstream_id, session)
         except (UpstreamRefreshError, Exception) as exc:
             log.warning("runner: re-import of %s failed: %s", slot.launch.name, exc)
         finally:

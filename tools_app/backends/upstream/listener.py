@@ -100,10 +100,10 @@ async def _refresh(upstream_id: int, session: UpstreamSession) -> None:
         return
     if report.changed:
         log.info("upstream %s changed its tools: %s", upstream_id, report.summary())
-    await _subscribe_mirrored(upstream_id, session)
+    await subscribe_mirrored(upstream_id, session)
 
 
-async def _subscribe_mirrored(upstream_id: int, session: UpstreamSession) -> None:
+async def subscribe_mirrored(upstream_id: int, session: UpstreamSession) -> None:
     """Subscribe to the imported resources upstream, so their updates reach us (best effort)."""
     resources = session.capabilities.get("resources")
     if not isinstance(resources, dict) or not resources.get("subscribe"):
@@ -115,7 +115,7 @@ async def _subscribe_mirrored(upstream_id: int, session: UpstreamSession) -> Non
             log.info("upstream %s: cannot subscribe to %s: %s", upstream_id, uri, exc)
 
 
-async def _pass_on_update(upstream_id: int, uri: object) -> None:
+async def pass_on_update(upstream_id: int, uri: object) -> None:
     if not isinstance(uri, str):
         return
     for local_uri, tenant_id in await sync_to_async(mirrored_resources)(upstream_id, uri):
@@ -146,7 +146,7 @@ async def _follow(upstream_id: int) -> None:
             changed.set()
         elif method == "notifications/resources/updated":
             params = message.get("params")
-            await _pass_on_update(upstream_id, params.get("uri") if isinstance(params, dict) else None)
+            await pass_on_update(upstream_id, params.get("uri") if isinstance(params, dict) else None)
         return None
 
     try:

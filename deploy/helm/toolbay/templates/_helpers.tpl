@@ -87,6 +87,14 @@ securityContext:
   runAsNonRoot: true
   capabilities:
     drop: ["ALL"]
+  {{- if and .runner .Values.packagedRunner.sandbox.enabled }}
+  # bubblewrap creates user namespaces, which RuntimeDefault refuses (see values.yaml).
+  seccompProfile:
+    type: Unconfined
+  {{- if .Values.packagedRunner.sandbox.userNamespace }}
+  procMount: Unmasked
+  {{- end }}
+  {{- end }}
 envFrom:
   - secretRef:
       name: {{ include "toolbay.secretName" . }}
@@ -111,6 +119,10 @@ env:
   {{- end }}
   - name: TOOLBAY_TRUSTED_PROXIES
     value: {{ .Values.trustedProxies | quote }}
+  {{- if and .runner .Values.packagedRunner.sandbox.optOut }}
+  - name: TOOLBAY_SANDBOX_OPTOUT
+    value: "1"
+  {{- end }}
   {{- range $name, $value := .Values.env }}
   - name: {{ $name }}
     value: {{ $value | quote }}
