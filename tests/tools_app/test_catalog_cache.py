@@ -138,7 +138,10 @@ def test_platform_entries_are_shared_and_those_a_tenant_cannot_see_cost_it_nothi
     # entries it cannot see (umbrella's slug is as long as initech's).
     assert entries[acme.pk].nbytes == before._entries[acme.pk].nbytes
     _, held_after = measured(lambda: visible(cache, umbrella))
-    assert held_after < held_before + 1024, (held_before, held_after)
+    # Copies of the 40 hidden tools would hold about 2 KiB each (80 KiB). The slack is for what
+    # a long run's shared caches (decoded short JSON, interned strings) happen to hold already:
+    # in the full suite the same load measured up to 3 KiB apart.
+    assert held_after < held_before + 8 * 1024, (held_before, held_after)
 
 
 def test_a_cold_tenant_costs_six_plain_queries_and_the_platform_five_once(tenant_with_tools) -> None:
