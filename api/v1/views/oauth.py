@@ -64,8 +64,7 @@ class OAuthSettingsViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mix
         return Response(self.get_serializer(row).data)
 
 
-@extend_schema_view(list=extend_schema(parameters=[TENANT_PARAM]))
-class TrustedIssuerViewSet(
+class _TenantAdminsEdit(
     mixins.ListModelMixin,
     mixins.CreateModelMixin,
     mixins.RetrieveModelMixin,
@@ -73,16 +72,28 @@ class TrustedIssuerViewSet(
     mixins.DestroyModelMixin,
     ScopedViewSet,
 ):
-    serializer_class = TrustedIssuerSerializer
+    """Rows a tenant owns that its admins edit: ``selected`` scopes them to the user (and to
+    ``?tenant=`` on lists); creating one needs the admin role in its tenant."""
+
     action_roles = WRITE_ROLES
 
-    def get_queryset(self) -> QuerySet[TrustedIssuer]:
-        slug = query_str(self.request, "tenant") if self.action == "list" else None
-        return oauth_selectors.trusted_issuers_in(self.scope, tenant_slug=slug)
+    def selected(self, tenant_slug: str | None) -> QuerySet[Any]:
+        raise NotImplementedError
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return self.selected(query_str(self.request, "tenant") if self.action == "list" else None)
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         require_role(self.scope, serializer.validated_data["tenant"].pk, Role.ADMIN)
         serializer.save()
+
+
+@extend_schema_view(list=extend_schema(parameters=[TENANT_PARAM]))
+class TrustedIssuerViewSet(_TenantAdminsEdit):
+    serializer_class = TrustedIssuerSerializer
+
+    def selected(self, tenant_slug: str | None) -> QuerySet[TrustedIssuer]:
+        return oauth_selectors.trusted_issuers_in(self.scope, tenant_slug=tenant_slug)
 
 
 @extend_schema_view(
@@ -132,26 +143,13 @@ class OAuthGrantViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Scoped
 
 
 @extend_schema_view(list=extend_schema(parameters=[TENANT_PARAM]))
-class ConnectionProviderViewSet(
-    mixins.ListModelMixin,
-    mixins.CreateModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.UpdateModelMixin,
-    mixins.DestroyModelMixin,
-    ScopedViewSet,
-):
+class ConnectionProviderViewSet(_TenantAdminsEdit):
     """The tenant's per-user connection providers (OAuth 2.0 / OpenID Connect)."""
 
     serializer_class = ConnectionProviderSerializer
-    action_roles = WRITE_ROLES
 
-    def get_queryset(self) -> QuerySet[ConnectionProvider]:
-        slug = query_str(self.request, "tenant") if self.action == "list" else None
-        return connection_selectors.providers_in(self.scope, tenant_slug=slug)
-
-    def perform_create(self, serializer: serializers.BaseSerializer) -> None:
-        require_role(self.scope, serializer.validated_data["tenant"].pk, Role.ADMIN)
-        serializer.save()
+    def selected(self, tenant_slug: str | None) -> QuerySet[ConnectionProvider]:
+        return connection_selectors.providers_in(self.scope, tenant_slug=tenant_slug)
 
 
 @extend_schema_view(
