@@ -276,3 +276,43 @@ def test_rest_and_admin_take_the_provider_and_client_id(
     )
     assert done_page.status_code == 302
     assert _auth(acme, "adm_listContacts")["provider"] == "mine"
+
+
+@pytest.mark.django_db
+def test_swagger_2_access_code_and_unusable_urls_still_give_a_connection(tmp_path: Path, acme: Tenant) -> None:
+    document = {
+        "swagger": "2.0",
+        "info": {"title": "Old", "version": "1"},
+        "host": "old.example",
+        "securityDefinitions": {
+            "code": {
+                "type": "oauth2",
+                "flow": "accessCode",
+                "authorizationUrl": "https://old.example/login",
+                "tokenUrl": "https://old.example/token",
+                "scopes": {"x": ""},
+            },
+            "broken": {"type": "oauth2", "flow": "implicit", "authorizationUrl": "mailto:nobody", "scopes": {}},
+        },
+        "paths": {
+            "/a": {
+                "get": {"operationId": "a", "security": [{"code": ["x"]}], "responses": {"200": {"description": ""}}}
+            },
+            "/b": {
+                "get": {"operationId": "b", "security": [{"broken": []}], "responses": {"200": {"description": ""}}}
+            },
+        },
+    }
+    _, err = _run(tmp_path, document, "--tenant", acme.slug, "--name", "old")
+    assert _auth(acme, "a") == {
+        "type": "connection",
+        "provider": "old-code",
+        "scopes": ["x"],
+        "expected_provider": {
+            "authorization_url": "https://old.example/login",
+            "token_url": "https://old.example/token",
+        },
+    }
+    # No usable URL: still never without auth, and the command says to give the issuer.
+    assert _auth(acme, "b") == {"type": "connection", "provider": "old-broken", "expected_provider": {}}
+    assert "add_provider old-broken --tenant acme --issuer ISSUER_URL" in err

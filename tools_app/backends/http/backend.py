@@ -238,7 +238,7 @@ def _is_web_url(url: str) -> bool:
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
     if isinstance(auth, dict) and auth.get("type") in ("connection", "token_exchange"):
-        if auth.get("expected_provider"):
+        if "expected_provider" in auth:
             return  # it may be registered later: until then a call says what to register
         if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
             scope = "the platform's" if tenant_id is None else "this tenant's"

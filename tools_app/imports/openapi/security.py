@@ -133,7 +133,7 @@ def _user_flow_urls(scheme: dict[str, Any], base_url: str) -> tuple[str, dict[st
         flow_name = next((name for name in USER_FLOWS if isinstance(flows.get(name), dict)), "")
         flow = mapping(flows.get(flow_name))
     else:  # Swagger 2.0: one flow per scheme
-        flow_name = scheme.get("flow") if scheme.get("flow") in SWAGGER_USER_FLOWS else ""
+        flow_name = str(scheme["flow"]) if scheme.get("flow") in SWAGGER_USER_FLOWS else ""
         flow = scheme
     if not flow_name:
         return "", {}
@@ -185,8 +185,9 @@ class SecurityMap:
                 if mapped is None:
                     continue
                 config = copy.deepcopy(mapped.config)
-                wanted = [scope for scope in scopes if isinstance(scope, str) and scope] if mapped.scoped else []
-                if isinstance(scopes, list) and wanted:
+                listed = scopes if isinstance(scopes, list) and mapped.scoped else []
+                wanted = [scope for scope in listed if isinstance(scope, str) and scope]
+                if wanted:
                     config["scopes"] = list(dict.fromkeys(wanted))
                 return config
         return None
@@ -280,10 +281,10 @@ class SecurityMap:
                 matches = []
             if len(matches) == 1:
                 chosen, how = matches[0], "its endpoints or issuer match the document's"
-        config: dict[str, Any] = {"type": "connection", "provider": chosen or expected}
-        if urls:
-            # Kept whether or not the provider exists, so that registering it changes no tool.
-            config["expected_provider"] = urls
+        # Kept whether or not the provider exists (so that registering it changes no tool), also
+        # empty when the document's URLs are unusable: it lets the catalog accept a provider
+        # that is not registered yet.
+        config: dict[str, Any] = {"type": "connection", "provider": chosen or expected, "expected_provider": urls}
         if chosen:
             self._note(name, f"{what}: each user's own account at connection provider {chosen!r} ({how})")
             return SchemeAuth(config, scoped=True)
