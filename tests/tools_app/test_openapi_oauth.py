@@ -21,6 +21,7 @@ from tools_app.backends.base import BackendConfigError
 from tools_app.backends.http.backend import check_references, validate_config
 from tools_app.backends.vault import secret_set
 from tools_app.catalog.models import PendingDefinition, Tool
+from tools_app.catalog.validation import tool_field_errors
 
 AUTH_URL = "https://login.crm.example/oauth/authorize"
 TOKEN_URL = "https://login.crm.example/oauth/token"
@@ -316,3 +317,43 @@ def test_swagger_2_access_code_and_unusable_urls_still_give_a_connection(tmp_pat
     # No usable URL: still never without auth, and the command says to give the issuer.
     assert _auth(acme, "b") == {"type": "connection", "provider": "old-broken", "expected_provider": {}}
     assert "add_provider old-broken --tenant acme --issuer ISSUER_URL" in err
+
+
+@pytest.mark.django_db
+def test_the_rest_api_and_the_admin_check_client_credentials_like_any_auth(
+    acme: Tenant, make_staff: Any, acme_admin_client: Any
+) -> None:
+    api = APIClient()
+    api.force_login(make_staff("acme-tools-admin", acme))
+    auth = {"type": "oauth2_client_credentials", "token_url": TOKEN_URL, "client_id": "bot", "secret": "crm-bot"}
+    body = {
+        "tenant": acme.slug,
+        "name": "contacts",
+        "description": "Lists contacts.",
+        "input_schema": {"type": "object"},
+        "backend_kind": "http",
+        "backend_config": {"url": "https://api.crm.example/contacts", "auth": {**auth, "token_url": "ftp://x"}},
+    }
+    refused = api.post("/api/v1/tools/", body, format="json")
+    assert refused.status_code == 400 and "token_url" in refused.json()["backend_config"][0]
+    missing = api.post(
+        "/api/v1/tools/", {**body, "backend_config": {**body["backend_config"], "auth": auth}}, format="json"
+    )
+    assert missing.status_code == 400 and "no secret named 'crm-bot'" in missing.json()["backend_config"][0]
+    secret_set(tenant=acme, name="crm-bot", value="the-client-secret")
+    made = api.post(
+        "/api/v1/tools/", {**body, "backend_config": {**body["backend_config"], "auth": auth}}, format="json"
+    )
+    assert made.status_code == 201, made.content
+    assert "the-client-secret" not in made.content.decode()
+    errors = tool_field_errors(
+        tenant_id=acme.pk,
+        input_schema={"type": "object"},
+        output_schema=None,
+        icons=[],
+        tags=[],
+        backend_kind="http",
+        backend_config={"url": "https://api.crm.example/contacts", "auth": {**auth, "client_id": ""}},
+        description="x",
+    )
+    assert "client_id" in errors["backend_config"][0]  # the admin's form shows the same message
