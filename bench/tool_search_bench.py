@@ -28,8 +28,8 @@ from tests.mcp.github_catalog import DESCRIPTION, HELD_OUT, PREFIX, QUERIES, ROO
 from tools_app.catalog import search  # noqa: E402
 from tools_app.catalog.spec import ToolSpec  # noqa: E402
 from tools_app.imports.openapi.document import check_structure, parse_text, version_of  # noqa: E402
-from tools_app.imports.openapi.operations import Auth, OperationReader, Selection  # noqa: E402
-from tools_app.imports.openapi.security import map_security  # noqa: E402
+from tools_app.imports.openapi.operations import OperationReader, Selection  # noqa: E402
+from tools_app.imports.openapi.security import SecurityMap, Where  # noqa: E402
 
 
 def github_tools() -> list[ToolSpec]:
@@ -37,13 +37,14 @@ def github_tools() -> list[ToolSpec]:
         subprocess.run([str(ROOT / "scripts" / "openapi_corpus.sh")], check=True)
     document = parse_text(DESCRIPTION.read_bytes())
     version = version_of(document)
-    auth, notes = map_security(document, version, source_name="gh", tenant_id=None)
+    base_url = "https://api.github.com"
+    security = SecurityMap(document, version, where=Where("gh", None, "", base_url))
     reader = OperationReader(
         document,
         version,
-        base_url="https://api.github.com",
+        base_url=base_url,
         prefix=PREFIX,
-        auth=Auth(auth, notes),
+        auth=security,
         structure=check_structure(document, version),
     )
     taken: set[str] = set()

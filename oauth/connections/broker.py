@@ -20,17 +20,16 @@ from django.utils import timezone
 
 from mcp_platform.redis_clients import async_redis
 from oauth.connections import client, services
-from oauth.connections.selectors import provider_named, provider_secret
+from oauth.connections.selectors import provider_named, provider_secret, providers_matching
 from oauth.models import Connection, ConnectionProvider, Grant
 from oauth.sealing import seal, unseal
-from tenants.models import ApiKey
+from tenants.models import ApiKey, Tenant
 from tools_app.backends.base import BackendError
-from tools_app.backends.connections import Caller, ConnectionRequired, Token
+from tools_app.backends.connections import Caller, ConnectionRequired, ProviderMissing, Token
+from tools_app.backends.single_flight import one_at_a_time
 
 log = logging.getLogger(__name__)
 
-# Longer than a token request can take (TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS is 5 by default).
-REFRESH_LOCK_SECONDS = 30
 # An exchanged token is not used from the cache in its last seconds.
 EXCHANGE_CACHE_MARGIN_SECONDS = 30
 
@@ -61,12 +60,15 @@ def _connect_url(attempt_id: str, provider: ConnectionProvider, tenant_slug: str
 def _needed(caller: Caller, provider: ConnectionProvider, scopes: list[str]) -> ConnectionRequired:
     wanted = list(dict.fromkeys([*provider.scopes, *scopes]))
     attempt = services.attempt_create(caller=caller, provider=provider, scopes=wanted, user_id=owner_user_id(caller))
-    from tenants.models import Tenant
-
     slug = Tenant.objects.filter(pk=caller.tenant_id).values_list("slug", flat=True).first() or ""
     return ConnectionRequired(
         provider.name, provider.display_name or provider.name, _connect_url(attempt.pk, provider, slug), attempt.pk
     )
+
+
+def _missing(caller: Caller, provider: str) -> ProviderMissing:
+    slug = Tenant.objects.filter(pk=caller.tenant_id).values_list("slug", flat=True).first() or ""
+    return ProviderMissing(provider, slug)
 
 
 def _usable(connection: Connection) -> bool:
@@ -84,7 +86,7 @@ class Broker:
     async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
         found = await sync_to_async(provider_named)(caller.tenant_id, provider)
         if found is None:
-            raise BackendError(f"there is no connection provider named {provider!r}")
+            raise await sync_to_async(_missing)(caller, provider)
         connection = await sync_to_async(_load)(found, caller.subject)
         if connection is None or not set(scopes) <= set(connection.scopes):
             raise await sync_to_async(_needed)(caller, found, scopes)
@@ -114,18 +116,15 @@ class Broker:
     def provider_exists(self, tenant_id: int | None, provider: str) -> bool:
         return provider_named(tenant_id, provider) is not None
 
+    def providers_matching(self, tenant_id: int | None, urls: dict[str, str]) -> list[str]:
+        return providers_matching(tenant_id, urls)
+
     async def _refresh(
         self, provider: ConnectionProvider, connection: Connection, *, force: bool = False
     ) -> Connection | None:
         seen = connection.access_token_sealed
-        lock = async_redis().lock(
-            f"toolbay:connection-refresh:{connection.pk}",
-            timeout=REFRESH_LOCK_SECONDS,
-            blocking_timeout=REFRESH_LOCK_SECONDS,
-        )
-        if not await lock.acquire():
-            raise BackendError("the connection's token is being refreshed; try again", retryable=True)
-        try:
+        busy = "the connection's token is being refreshed; try again"
+        async with one_at_a_time(f"connection-refresh:{connection.pk}", busy=busy):
             current = await sync_to_async(_load)(provider, connection.subject)
             if current is None:
                 return None
@@ -146,8 +145,6 @@ class Broker:
                     return None
                 raise BackendError(f"could not refresh the connection's token: {exc}", retryable=True) from None
             return await sync_to_async(services.connection_refreshed)(connection_id=current.pk, token=token)
-        finally:
-            await lock.release()
 
     async def exchanged_token(self, caller: Caller, provider: str, audience: str, scopes: list[str]) -> Token:
         """RFC 8693: the caller's own token, exchanged at the provider that issued it for one
@@ -158,7 +155,7 @@ class Broker:
         exchange, and a new caller token (a new sign-in) starts afresh."""
         found = await sync_to_async(provider_named)(caller.tenant_id, provider)
         if found is None:
-            raise BackendError(f"there is no connection provider named {provider!r}")
+            raise await sync_to_async(_missing)(caller, provider)
         if not caller.bearer:
             raise BackendError(
                 "token exchange needs the caller's own OAuth token, which this call does not have "

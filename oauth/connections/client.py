@@ -1,10 +1,9 @@
 """Toolbay as an OAuth 2.0 client of a connection provider: discovery, the authorization
 request (code flow, PKCE S256, ``state``), the code exchange, refresh and revocation.
 
-Authlib's ``AsyncOAuth2Client`` speaks the protocol; its HTTP goes through the backends'
-SSRF-guarded transport (a provider is configured by a tenant admin, so its URLs are not
-trusted more than a tool's). Errors become ``ProviderError`` with the OAuth error code
-only: a provider's error description may echo what it was sent.
+Authlib's ``AsyncOAuth2Client`` speaks the protocol, made by ``tools_app.backends.http.oauth2``
+(shared with the http backend's client-credentials auth): its HTTP goes through the backends'
+SSRF-guarded transport, and errors become ``ProviderError`` with the OAuth error code only.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import httpx2
 from authlib.integrations.base_client.errors import OAuthError
 from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.rfc6749.errors import OAuth2Error
@@ -22,18 +20,8 @@ from django.conf import settings
 
 from oauth.models import ConnectionProvider
 from oauth.resource.remote import FetchFailed, fetch_json
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
-
-# What a provider's answer may weigh (token responses and userinfo are small).
-MAX_ANSWER_BYTES = 256 * 1024
-
-
-class ProviderError(Exception):
-    """The provider refused or did not answer; ``error`` is the OAuth error code, if any."""
-
-    def __init__(self, message: str, *, error: str = "") -> None:
-        super().__init__(message)
-        self.error = error
+from tools_app.backends.http.oauth2 import TRANSPORT_ERRORS, oauth_client, token_call
+from tools_app.backends.http.oauth2 import ProviderError as ProviderError
 
 
 @dataclass(frozen=True)
@@ -97,39 +85,12 @@ async def endpoints(provider: ConnectionProvider) -> Endpoints:
     )
 
 
-class _GuardedTransport(httpx2.AsyncBaseTransport):
-    """Authlib's client (built on httpx2) sends through the backends' SSRF-guarded pool."""
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        body = await request.aread()
-        timeout = settings.TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS
-        outbound = outbound_client()
-        sent = outbound.build_request(
-            request.method, str(request.url), headers=list(request.headers.raw), content=body, timeout=timeout
-        )
-        response = await outbound.send(sent, stream=True)
-        try:
-            content = bytearray()
-            async for chunk in response.aiter_bytes():
-                content += chunk
-                if len(content) > MAX_ANSWER_BYTES:
-                    raise ProviderError(f"the provider's answer is larger than {MAX_ANSWER_BYTES} bytes")
-        finally:
-            await response.aclose()
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-encoding"]
-        return httpx2.Response(response.status_code, headers=headers, content=bytes(content))
-
-
 def _client(provider: ConnectionProvider, client_secret: str, **options: Any) -> AsyncOAuth2Client:
-    return AsyncOAuth2Client(
+    return oauth_client(
         client_id=provider.client_id,
-        client_secret=client_secret or None,
+        client_secret=client_secret,
         token_endpoint_auth_method=provider.token_endpoint_auth_method,
         code_challenge_method="S256" if provider.pkce else None,
-        timeout=settings.TOOLBAY_OAUTH_FETCH_TIMEOUT_SECONDS,
-        transport=_GuardedTransport(),
-        trust_env=False,
-        follow_redirects=False,
         **options,
     )
 
@@ -146,31 +107,19 @@ async def authorization_url(
     return str(url)
 
 
-async def _token_call(call: Any) -> dict[str, Any]:
-    try:
-        token = await call
-    except (OAuth2Error, OAuthError) as exc:
-        raise ProviderError(f"the provider refused ({exc.error})", error=str(exc.error or "")) from None
-    except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError) as exc:
-        raise ProviderError(f"the provider did not answer ({type(exc).__name__})") from None
-    if not isinstance(token, dict) or not isinstance(token.get("access_token"), str):
-        raise ProviderError("the provider's token response has no access_token")
-    return dict(token)
-
-
 async def exchange_code(
     provider: ConnectionProvider, client_secret: str, *, code: str, redirect_uri: str, code_verifier: str
 ) -> dict[str, Any]:
     where = await endpoints(provider)
     async with _client(provider, client_secret, redirect_uri=redirect_uri) as client:
         options = {"code_verifier": code_verifier} if provider.pkce else {}
-        return await _token_call(client.fetch_token(where.token, grant_type="authorization_code", code=code, **options))
+        return await token_call(client.fetch_token(where.token, grant_type="authorization_code", code=code, **options))
 
 
 async def refresh(provider: ConnectionProvider, client_secret: str, *, refresh_token: str) -> dict[str, Any]:
     where = await endpoints(provider)
     async with _client(provider, client_secret) as client:
-        return await _token_call(client.refresh_token(where.token, refresh_token=refresh_token))
+        return await token_call(client.refresh_token(where.token, refresh_token=refresh_token))
 
 
 async def revoke(provider: ConnectionProvider, client_secret: str, *, token: str, hint: str) -> bool:
@@ -181,7 +130,7 @@ async def revoke(provider: ConnectionProvider, client_secret: str, *, token: str
     async with _client(provider, client_secret) as client:
         try:
             response = await client.revoke_token(where.revocation, token=token, token_type_hint=hint)
-        except (OAuth2Error, OAuthError, httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError):
+        except (OAuth2Error, OAuthError, *TRANSPORT_ERRORS):
             return False
     return bool(response.status_code == 200)
 
@@ -197,7 +146,7 @@ async def userinfo(provider: ConnectionProvider, access_token: str) -> dict[str,
                 "GET", where.userinfo, headers={"Authorization": f"Bearer {access_token}"}, withhold_token=True
             )
             value = response.json() if response.status_code == 200 else {}
-        except (httpx.HTTPError, httpx2.HTTPError, DestinationBlocked, OSError, ValueError):
+        except (*TRANSPORT_ERRORS, ValueError):
             return {}
     return value if isinstance(value, dict) else {}
 
@@ -223,4 +172,4 @@ async def exchange_token(
     if scopes:
         options["scope"] = " ".join(scopes)
     async with _client(provider, client_secret) as client:
-        return await _token_call(client.fetch_token(where.token, grant_type=TOKEN_EXCHANGE, **options))
+        return await token_call(client.fetch_token(where.token, grant_type=TOKEN_EXCHANGE, **options))

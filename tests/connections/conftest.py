@@ -42,6 +42,12 @@ PROVIDER = "idp"
 EXCHANGE_AUDIENCE = "https://upstream.example/mcp"
 CLIENT_ID = "toolbay-connections"
 CLIENT_SECRET = "connections-client-secret-Zq7Kx2Vb9Lm4Np8Rt3Wy"
+# The machine client of the OpenAPI tests (client credentials), and the provider they register
+# only after importing (the expected name of the scheme "elsewhere" of source "crm").
+MACHINE_CLIENT_ID = "crm-machine"
+MACHINE_CLIENT_SECRET = "crm-machine-client-secret-Hs8Qw3Zr6Tn1Vb5K"
+API_SCOPE = "contacts:read"
+LATER_PROVIDER = "crm-elsewhere"
 PASSWORDS = {"alice": "alice-password-0fK2", "bob": "bob-password-7hQ1"}
 ACCOUNTS = {"alice": {"name": "Alice"}, "bob": {"name": "Bob"}}
 
@@ -62,6 +68,10 @@ class ConnWorld:
     other_server: LiveServer
     keys: dict[str, str] = field(default_factory=dict)
     log_paths: list[Path] = field(default_factory=list)
+    # Every token and secret a module's flows produced, and every tool answer a client got: the
+    # secrets scan (test_connect_flow, last) looks for them everywhere.
+    seen_secrets: set[str] = field(default_factory=lambda: {CLIENT_SECRET, MACHINE_CLIENT_SECRET})
+    answers: list[str] = field(default_factory=list)
 
     @property
     def endpoint(self) -> str:
@@ -92,18 +102,30 @@ def _start_idp(workdir: Path, toolbay_url: str) -> tuple[Idp, Path]:
         "jwks": {"keys": [key.as_dict(private=True)]},
         "access_token_seconds": 600,
         "exchange_audiences": [EXCHANGE_AUDIENCE],
+        "api_scopes": [API_SCOPE],
         "clients": [
             {
                 "client_id": CLIENT_ID,
                 "client_secret": CLIENT_SECRET,
-                "redirect_uris": [f"{toolbay_url}/connect/{TENANT}/{PROVIDER}/callback"],
+                "redirect_uris": [
+                    f"{toolbay_url}/connect/{TENANT}/{PROVIDER}/callback",
+                    f"{toolbay_url}/connect/{TENANT}/{LATER_PROVIDER}/callback",
+                ],
                 "grant_types": [
                     "authorization_code",
                     "refresh_token",
                     "urn:ietf:params:oauth:grant-type:token-exchange",
                 ],
                 "response_types": ["code"],
-            }
+            },
+            {
+                "client_id": MACHINE_CLIENT_ID,
+                "client_secret": MACHINE_CLIENT_SECRET,
+                "grant_types": ["client_credentials"],
+                "redirect_uris": [],
+                "response_types": [],
+                "scope": API_SCOPE,
+            },
         ],
     }
     (workdir / "idp.json").write_text(json.dumps(config))

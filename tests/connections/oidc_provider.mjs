@@ -2,9 +2,13 @@
 // tests/staff_auth/install_oidc_provider.sh) with its development sign-in and consent pages.
 // Configuration from the JSON file named by argv[2]:
 //   {"issuer", "port", "module_dir", "accounts": {"alice": {...claims}}, "clients": [...],
-//    "jwks": {"keys": [private JWK]}, "access_token_seconds"}
+//    "jwks": {"keys": [private JWK]}, "access_token_seconds", "client_credentials_seconds",
+//    "api_scopes": [...]}
 // Refresh tokens are issued to every client allowed the refresh_token grant (no offline_access
-// dance), revocation and introspection are on (the tests check that a disconnect revoked).
+// dance), revocation and introspection are on (the tests check that a disconnect revoked), and
+// the client credentials grant (RFC 6749 4.4) for clients allowed it, with the API's scopes.
+// GET /_test/grants answers how many tokens each grant type issued, so that the tests can count
+// what Toolbay asked for.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -18,12 +22,18 @@ const provider = new Provider(config.issuer, {
   clients: config.clients,
   jwks: config.jwks,
   claims: { openid: ['sub'], profile: ['name'], email: ['email'] },
+  scopes: ['openid', 'offline_access', ...(config.api_scopes || [])],
   pkce: { required: () => true },
-  ttl: { AccessToken: config.access_token_seconds, RefreshToken: 3600 },
+  ttl: {
+    AccessToken: config.access_token_seconds,
+    ClientCredentials: config.client_credentials_seconds || 600,
+    RefreshToken: 3600,
+  },
   features: {
     devInteractions: { enabled: true },
     revocation: { enabled: true },
     introspection: { enabled: true },
+    clientCredentials: { enabled: true },
   },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   // Every refresh rotates the refresh token; using a spent one again ends the grant (the
@@ -68,6 +78,18 @@ provider.registerGrantType(TOKEN_EXCHANGE, async (ctx) => {
     scope: token.scope,
   };
 }, ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource']);
+const grants = {};
+provider.on('grant.success', (ctx) => {
+  const type = ctx.oidc.params.grant_type;
+  grants[type] = (grants[type] || 0) + 1;
+});
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/_test/grants') {
+    ctx.body = grants;
+    return;
+  }
+  await next();
+});
 provider.proxy = false;
 const server = provider.listen(config.port, '127.0.0.1', () => {
   process.stdout.write(`listening ${config.issuer}\n`);

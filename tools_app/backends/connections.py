@@ -42,6 +42,30 @@ class Token:
     connection: str  # "<provider>#<connection id> <account>": no secret
 
 
+class ProviderMissing(BackendError):
+    """No connection provider of that name is registered for the caller's tenant or the platform."""
+
+    def __init__(self, provider: str, tenant_slug: str = "") -> None:
+        super().__init__(f"there is no connection provider named {provider!r}")
+        self.provider = provider
+        self.tenant_slug = tenant_slug
+
+
+def add_provider_command(provider: str, tenant_slug: str, expected: dict[str, str]) -> str:
+    """The ``add_provider`` command that registers ``provider`` at the endpoints an API
+    description expects (``expected``: authorization_url, token_url, openid_connect_url)."""
+    words = ["python manage.py add_provider", provider]
+    words += ["--tenant", tenant_slug] if tenant_slug else []
+    discovery = "/.well-known/openid-configuration"
+    if expected.get("openid_connect_url", "").endswith(discovery):
+        words += ["--issuer", expected["openid_connect_url"].removesuffix(discovery)]
+    elif expected.get("authorization_url") and expected.get("token_url"):
+        words += ["--authorization-endpoint", expected["authorization_url"], "--token-endpoint", expected["token_url"]]
+    else:
+        words += ["--issuer", "ISSUER_URL"]
+    return " ".join([*words, "--client-id", "CLIENT_ID", "--client-secret-env", "VARIABLE_HOLDING_THE_SECRET"])
+
+
 class ConnectionRequired(Exception):
     """The caller has no usable connection to ``provider``; ``url`` opens Toolbay's connect
     page for them (it carries no credential: completing it needs the caller's own sign-in)."""
@@ -64,7 +88,8 @@ class ConnectionRequired(Exception):
 class ConnectionBroker(Protocol):
     async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
         """A valid access token of ``caller``'s connection (refreshed first when it is about
-        to expire); raises ConnectionRequired, or BackendError when the provider fails."""
+        to expire); raises ConnectionRequired, ProviderMissing, or BackendError when the
+        provider fails."""
 
     async def is_connected(self, caller: Caller, provider: str) -> bool:
         """Whether the caller has a connection now (after they followed a connect link)."""
@@ -73,6 +98,11 @@ class ConnectionBroker(Protocol):
         """The API answered 401 to the token: refresh it, or forget the connection."""
 
     def provider_exists(self, tenant_id: int | None, provider: str) -> bool: ...
+
+    def providers_matching(self, tenant_id: int | None, urls: dict[str, str]) -> list[str]:
+        """Names of the providers the tenant's tools may use (its own first, then the
+        platform's) that issue tokens where an API description says (``urls``:
+        authorization_url, token_url, openid_connect_url), best match first."""
 
     async def exchanged_token(self, caller: Caller, provider: str, audience: str, scopes: list[str]) -> Token:
         """RFC 8693: the caller's own token exchanged at its issuer for one for ``audience``."""

@@ -24,6 +24,23 @@ class OpenApiImportRequestSerializer(serializers.Serializer):
     openapi_tags = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     paths = serializers.ListField(child=serializers.CharField(), required=False, default=list)
     labels = serializers.ListField(child=serializers.CharField(), required=False, default=list)
+    connection_provider = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=64,
+        help_text="The connection provider whose per-user tokens OAuth2 (authorization code, implicit, password) "
+        "and OpenID Connect schemes use; default: the registered provider whose endpoints or issuer match the "
+        "document's, else the tools name the provider <source>-<scheme> and answer an error until it exists.",
+    )
+    client_id = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=255,
+        help_text="The OAuth client ID of OAuth2 client-credentials schemes (the client secret is the vault "
+        "secret <source>-<scheme>).",
+    )
     grant = serializers.BooleanField(required=False, default=False)
     dry_run = serializers.BooleanField(required=False, default=False, help_text="Preview only; nothing is saved.")
     approve = serializers.BooleanField(

@@ -16,6 +16,8 @@ from tools_app.imports.openapi.operations import Selection
 from tools_app.imports.openapi.services import (
     DocumentProblem,
     ImportOptions,
+    OptionProblem,
+    SecurityOptions,
     openapi_import,
     openapi_preview,
     read_source,
@@ -46,6 +48,7 @@ class OpenApiImportViewSet(ScopedViewSet):
             tags=data["labels"],
             name=data["name"],
             approve=data["approve"],
+            security=SecurityOptions(connection_provider=data["connection_provider"], client_id=data["client_id"]),
         )
         try:
             source = read_source(text=data.get("document"), url=data.get("url", ""))
@@ -55,6 +58,8 @@ class OpenApiImportViewSet(ScopedViewSet):
                 plan = openapi_import(source=source, tenant=tenant, options=options, grant=data["grant"])
         except DocumentProblem as exc:
             raise ValidationError({"document": [str(exc)]}) from None
+        except OptionProblem as exc:
+            raise ValidationError({exc.option: [str(exc)]}) from None
         result = {
             "source": plan.source_name,
             "sha256": plan.sha256,

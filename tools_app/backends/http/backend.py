@@ -11,6 +11,13 @@
       "auth": {"type": "bearer", "secret": "github"},  # or basic (+ "username"), or header (+ "header")
                                                        # or {"type": "connection", "provider": "github",
                                                        #     "scopes": ["repo"]}: the caller's own token
+                                                       #   (+ "expected_provider": {"authorization_url",
+                                                       #   "token_url", "openid_connect_url"}: where the
+                                                       #   API's tokens come from; the provider may then be
+                                                       #   registered later, calls say how)
+                                                       # or {"type": "oauth2_client_credentials",
+                                                       #     "token_url": URL, "client_id": ID,
+                                                       #     "secret": "<client secret>", "scopes": [...]}
       "timeout_seconds": 10,                           # optional; else the tool's timeout
       "follow_redirects": true,
       "response": {"pointer": "/data"},                # optional JSON pointer into a JSON response
@@ -57,6 +64,7 @@ from django.conf import settings
 from mcp_platform import tracing
 from tools_app.backends import connections
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, Feature
+from tools_app.backends.http import client_credentials
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.results import ToolError, structured_result, text_block
 from tools_app.backends.vault import SecretUnavailable, redact, secret_exists, secret_value
@@ -77,7 +85,8 @@ CONFIG_KEYS = {
     "caller_assertion",
 }
 ASSERTION_HEADER = "Toolbay-Caller-Assertion"
-AUTH_TYPES = ("bearer", "basic", "header", "connection", "token_exchange")
+AUTH_TYPES = ("bearer", "basic", "header", "connection", "token_exchange", "oauth2_client_credentials")
+EXPECTED_PROVIDER_KEYS = ("authorization_url", "token_url", "openid_connect_url")
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers the transport owns; letting a tool set them would break framing or routing.
@@ -160,8 +169,9 @@ def _validate_auth(auth: Any) -> None:
         return
     if not isinstance(auth, dict) or auth.get("type") not in AUTH_TYPES:
         raise BackendConfigError(
-            '"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...} '
-            'or {"type": "connection", "provider": "<name>", "scopes": [...]}'
+            '"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...}, '
+            '{"type": "connection", "provider": "<name>", "scopes": [...]} or {"type": '
+            '"oauth2_client_credentials", "token_url": "<url>", "client_id": "<id>", "secret": "<name>"}'
         )
     if auth["type"] == "token_exchange":
         if set(auth) - {"type", "provider", "audience", "scopes"}:
@@ -171,14 +181,39 @@ def _validate_auth(auth: Any) -> None:
         if not isinstance(auth.get("scopes", []), list) or not all(isinstance(s, str) for s in auth.get("scopes", [])):
             raise BackendConfigError('"auth" "scopes" must be a list of strings')
         return
+    scopes = auth.get("scopes", [])
+    if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+        raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
     if auth["type"] == "connection":
-        if set(auth) - {"type", "provider", "scopes"}:
-            raise BackendConfigError('"auth" of type connection takes only "provider" and "scopes"')
+        if set(auth) - {"type", "provider", "scopes", "expected_provider"}:
+            raise BackendConfigError(
+                '"auth" of type connection takes only "provider", "scopes" and "expected_provider"'
+            )
         if not isinstance(auth.get("provider"), str) or not auth["provider"]:
             raise BackendConfigError('"auth" of type connection needs "provider": the name of a connection provider')
-        scopes = auth.get("scopes", [])
-        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
-            raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
+        expected = auth.get("expected_provider", {})
+        if not isinstance(expected, dict) or not all(
+            key in EXPECTED_PROVIDER_KEYS and isinstance(url, str) and _is_web_url(url) for key, url in expected.items()
+        ):
+            raise BackendConfigError(
+                f'"auth": "expected_provider" maps {", ".join(EXPECTED_PROVIDER_KEYS)} to http(s) URLs'
+            )
+        return
+    if auth["type"] == "oauth2_client_credentials":
+        allowed = {"type", "token_url", "client_id", "secret", "scopes", "auth_method", "audience"}
+        if set(auth) - allowed:
+            raise BackendConfigError(f'"auth" of type oauth2_client_credentials takes only {sorted(allowed)}')
+        if not isinstance(auth.get("token_url"), str) or not _is_web_url(auth["token_url"]):
+            raise BackendConfigError('"auth": "token_url" must be the http(s) URL of the token endpoint')
+        if not isinstance(auth.get("client_id"), str) or not auth["client_id"]:
+            raise BackendConfigError('"auth": "client_id" must be the OAuth client ID')
+        if not isinstance(auth.get("secret"), str) or not auth["secret"]:
+            raise BackendConfigError('"auth" needs "secret": the name of the stored secret holding the client secret')
+        if auth.get("auth_method", "client_secret_basic") not in client_credentials.AUTH_METHODS:
+            methods = ", ".join(client_credentials.AUTH_METHODS)
+            raise BackendConfigError(f'"auth": "auth_method" must be one of {methods}')
+        if not isinstance(auth.get("audience", ""), str):
+            raise BackendConfigError('"auth": "audience" must be a string')
         return
     if not isinstance(auth.get("secret"), str) or not auth["secret"]:
         raise BackendConfigError('"auth" needs "secret": the name of a stored secret')
@@ -195,9 +230,16 @@ def _validate_auth(auth: Any) -> None:
             raise BackendConfigError('"auth": "prefix" must be a string')
 
 
+def _is_web_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.username or parts.password)
+
+
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
     if isinstance(auth, dict) and auth.get("type") in ("connection", "token_exchange"):
+        if "expected_provider" in auth:
+            return  # it may be registered later: until then a call says what to register
         if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
             scope = "the platform's" if tenant_id is None else "this tenant's"
             raise BackendConfigError(f"there is no connection provider named {auth['provider']!r} among {scope}")
@@ -357,6 +399,11 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext 
         token = await connections.exchanged_token_for(
             ctx, auth["provider"], auth["audience"], list(auth.get("scopes", []))
         )
+        secret_values.append(token)
+        headers["Authorization"] = f"Bearer {token}"
+        secret_headers.add("authorization")
+    elif auth and auth["type"] == "oauth2_client_credentials":
+        token = await client_credentials.access_token(tool.tenant_id, auth)
         secret_values.append(token)
         headers["Authorization"] = f"Bearer {token}"
         secret_headers.add("authorization")
@@ -589,9 +636,25 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
             # forget the connection, so that the user is asked again) and send once more.
             await connections.token_rejected(ctx, auth["provider"])
             fetched, secrets = await _exchange(tool, arguments, ctx)
+        elif fetched.status == 401 and auth.get("type") == "oauth2_client_credentials":
+            # Revoked, or expired before its expires_in: a new token, and once more.
+            # (The auth's token is the first secret ``prepare`` noted.)
+            await client_credentials.token_rejected(tool.tenant_id, auth, secrets[0])
+            fetched, secrets = await _exchange(tool, arguments, ctx)
     except connections.ConnectionPending as pending:
         return {"content": [text_block(str(pending))], "isError": True}
+    except connections.ProviderMissing as missing:
+        return {"content": [text_block(_provider_missing(missing, auth))], "isError": True}
     return to_result(tool, fetched, secrets)
+
+
+def _provider_missing(missing: connections.ProviderMissing, auth: dict[str, Any]) -> str:
+    expected = auth.get("expected_provider") or {}
+    command = connections.add_provider_command(missing.provider, missing.tenant_slug, expected)
+    return (
+        f"This tool acts with each user's own account at the connection provider {missing.provider!r}, which "
+        f"is not registered yet, so the tool cannot be used now. An administrator registers it with: {command}"
+    )
 
 
 # --- resources and prompts ----------------------------------------------------------------

@@ -23,6 +23,8 @@ from tools_app.imports.openapi.services import (
     DocumentProblem,
     ImportOptions,
     ImportPlan,
+    OptionProblem,
+    SecurityOptions,
     SourceText,
     openapi_import,
     openapi_preview,
@@ -46,6 +48,18 @@ class OpenApiImportForm(forms.Form):
     base_url = forms.URLField(required=False, assume_scheme="https", help_text="Default: the document's server.")
     include = forms.CharField(required=False, help_text="Only these operationIds (space-separated).")
     openapi_tags = forms.CharField(required=False, label="OpenAPI tags", help_text="Only operations with these tags.")
+    connection_provider = forms.CharField(
+        required=False,
+        max_length=64,
+        help_text="For OAuth2 (authorization code) and OpenID Connect: the connection provider whose per-user "
+        "tokens the tools use. Default: the registered one whose endpoints match the document's.",
+    )
+    client_id = forms.CharField(
+        required=False,
+        max_length=255,
+        label="OAuth client ID",
+        help_text="For OAuth2 client credentials (the client secret goes into the vault as <source>-<scheme>).",
+    )
     grant = forms.BooleanField(required=False, help_text="Allow the tenant to use the tools.")
     approve = forms.BooleanField(
         required=False,
@@ -103,6 +117,7 @@ class OpenApiSourceAdmin(TenantScopedAdmin):
                 base_url=data["base_url"],
                 selection=Selection(operation_ids=_words(data["include"]), tags=_words(data["openapi_tags"])),
                 approve=data["approve"],
+                security=SecurityOptions(connection_provider=data["connection_provider"], client_id=data["client_id"]),
             )
             try:
                 if data["file"]:
@@ -119,6 +134,8 @@ class OpenApiSourceAdmin(TenantScopedAdmin):
                 plan = openapi_preview(source=source, tenant=tenant, options=options)
             except DocumentProblem as exc:
                 form.add_error(None, str(exc))
+            except OptionProblem as exc:
+                form.add_error(exc.option, str(exc))
             if plan is not None and data["file"]:
                 messages.info(request, "Choose the file again to import it (browsers do not keep it).")
         context = {

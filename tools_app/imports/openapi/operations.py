@@ -14,7 +14,7 @@ import fnmatch
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urljoin, urlsplit
 
 from tools_app.backends.http.backend import HEADER_NAME, RESERVED_HEADERS
@@ -79,12 +79,11 @@ class SkippedOperation:
     reason: str  # starts with the place in the document
 
 
-@dataclass
-class Auth:
-    """How the tools authenticate: the backend's ``auth`` (or None), and what the admin should know."""
+class OperationAuth(Protocol):
+    """How each operation's tool authenticates (``security.SecurityMap``)."""
 
-    config: dict[str, Any] | None
-    notes: list[str]
+    def for_operation(self, operation: dict[str, Any]) -> dict[str, Any] | None:
+        """The backend's ``auth`` for the operation; None: none."""
 
 
 def server_url(document: dict[str, Any], version: str, fetched_from: str) -> str:
@@ -186,7 +185,7 @@ class OperationReader:
         *,
         base_url: str,
         prefix: str,
-        auth: Auth,
+        auth: OperationAuth,
         structure: StructureCheck,
     ) -> None:
         self.document = document
@@ -285,8 +284,9 @@ class OperationReader:
         if headers:
             config["headers"] = headers
         config["body"] = body if body is not None else "none"
-        if self.auth.config is not None and self._secured(operation):
-            config["auth"] = self.auth.config
+        auth = self.auth.for_operation(operation)
+        if auth is not None:
+            config["auth"] = auth
 
         input_schema: dict[str, Any] = {"type": "object", "properties": properties}
         if required:
@@ -461,9 +461,3 @@ class OperationReader:
         if refs:
             converted = {**converted, "$defs": self.schemas.definitions(refs)}
         return converted
-
-    def _secured(self, operation: dict[str, Any]) -> bool:
-        security = operation.get("security", self.document.get("security"))
-        if security is None:
-            return False
-        return not (isinstance(security, list) and (not security or {} in security))

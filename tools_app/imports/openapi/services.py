@@ -36,16 +36,24 @@ from tools_app.imports.openapi.document import (
 )
 from tools_app.imports.openapi.models import OpenApiOperation, OpenApiSource
 from tools_app.imports.openapi.operations import (
-    Auth,
     OperationReader,
     Selection,
     SkippedOperation,
     ToolDraft,
     server_url,
 )
-from tools_app.imports.openapi.security import map_security
+from tools_app.imports.openapi.security import OptionProblem, SecurityMap, SecurityOptions, Where
 
-__all__ = ["DocumentProblem", "ImportOptions", "ImportPlan", "openapi_import", "openapi_preview", "read_source"]
+__all__ = [
+    "DocumentProblem",
+    "ImportOptions",
+    "ImportPlan",
+    "OptionProblem",
+    "SecurityOptions",
+    "openapi_import",
+    "openapi_preview",
+    "read_source",
+]
 
 # Fields a re-import compares and updates; the admin's own settings (timeout, execution mode,
 # confirmation, enabled) are left as they are.
@@ -76,6 +84,9 @@ class ImportOptions:
     name: str = ""  # the source's name; default: the prefix, else the document's title
     # Publish changed definitions of tools an earlier import made (else they wait for approval).
     approve: bool = False
+    # OAuth: the connection provider of schemes a user consents to (else matched by endpoints),
+    # and the client ID of client-credentials schemes.
+    security: SecurityOptions = field(default_factory=SecurityOptions)
 
 
 @dataclass
@@ -144,7 +155,8 @@ def _source_name(document: dict[str, Any], options: ImportOptions) -> str:
 def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: ImportOptions) -> ImportPlan:
     """What importing ``source`` would create, update and skip, and why; saves nothing.
 
-    Raises DocumentProblem (naming the place) when the document cannot be used at all.
+    Raises DocumentProblem (naming the place) when the document cannot be used at all, and
+    OptionProblem when an option names what does not exist (a connection provider).
     """
     document = parse_text(source.text)
     version = version_of(document)
@@ -155,15 +167,11 @@ def openapi_preview(*, source: SourceText, tenant: Tenant | None, options: Impor
     if not base_url.startswith(("http://", "https://")):
         place = "host" if version == "2.0" else "servers"
         raise DocumentProblem(place, "no absolute server URL; give a base URL")
-    auth_config, auth_notes = map_security(document, version, source_name=name, tenant_id=tenant_id)
-    notes = [*structure.notes, *auth_notes]
+    where = Where(name, tenant_id, tenant.slug if tenant is not None else "", base_url)
+    security = SecurityMap(document, version, where=where, options=options.security)
+    notes = [*structure.notes, *security.notes]
     reader = OperationReader(
-        document,
-        version,
-        base_url=base_url,
-        prefix=options.prefix,
-        auth=Auth(auth_config, notes),
-        structure=structure,
+        document, version, base_url=base_url, prefix=options.prefix, auth=security, structure=structure
     )
     operations = reader.operations(options.selection)
     wanted = set(options.selection.operation_ids)
@@ -261,6 +269,8 @@ def openapi_import(
                 "openapi_tags": list(options.selection.tags),
                 "paths": list(options.selection.paths),
                 "tags": list(options.tags),
+                "connection_provider": options.security.connection_provider,
+                "client_id": options.security.client_id,
             },
             "imported_at": now,
         },

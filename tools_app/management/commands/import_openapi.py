@@ -19,6 +19,8 @@ from tools_app.imports.openapi.services import (
     DocumentProblem,
     ImportOptions,
     ImportPlan,
+    OptionProblem,
+    SecurityOptions,
     openapi_import,
     openapi_preview,
     read_source,
@@ -46,6 +48,19 @@ class Command(AuditedCommand):
         parser.add_argument(
             "--grant", action="store_true", help="Add an allow rule for the tenant on the tools of this source."
         )
+        parser.add_argument(
+            "--connection-provider",
+            default="",
+            metavar="NAME",
+            help="The connection provider whose per-user tokens OAuth2 (authorization code) and OpenID Connect "
+            "schemes use (default: the registered one whose endpoints match the document's).",
+        )
+        parser.add_argument(
+            "--client-id",
+            default="",
+            help="The OAuth client ID of OAuth2 client-credentials schemes (the client secret goes into the "
+            "vault as <source>-<scheme>).",
+        )
         parser.add_argument("--dry-run", action="store_true", help="Show what would happen; change nothing.")
         parser.add_argument(
             "--approve",
@@ -69,6 +84,9 @@ class Command(AuditedCommand):
             tags=options["label"],
             name=options["name"],
             approve=options["approve"],
+            security=SecurityOptions(
+                connection_provider=options["connection_provider"], client_id=options["client_id"]
+            ),
         )
         source_arg = options["source"]
         try:
@@ -84,6 +102,8 @@ class Command(AuditedCommand):
                 plan = openapi_import(source=source, tenant=tenant, options=import_options, grant=options["grant"])
         except DocumentProblem as exc:
             raise CommandError(str(exc)) from None
+        except OptionProblem as exc:
+            raise CommandError(f"--{exc.option.replace('_', '-')}: {exc}") from None
         self._report(plan, dry_run=options["dry_run"])
 
     def _report(self, plan: ImportPlan, *, dry_run: bool) -> None:
