@@ -234,6 +234,7 @@ class Runner:
             env={**BASE_ENV, **launch.env},
             allow_hosts=launch.allow_hosts,
             ro_paths=launch.ro_paths,
+            node_proxy=launch.node_proxy,
             memory_bytes=settings.TOOLBAY_PACKAGED_MEMORY_BYTES,
             cpu_seconds=settings.TOOLBAY_PACKAGED_CPU_SECONDS,
             max_processes=settings.TOOLBAY_PACKAGED_MAX_PROCESSES,
