@@ -86,11 +86,18 @@ def test_log_messages_of_a_packaged_server_reach_the_client(world: World) -> Non
 
     async def scenario() -> None:
         async with sdk_client(world, "pk-alpha", server=1, logging_callback=on_log, log_level="debug") as client:
-            # The everything server logs once at once when simulated logging is turned on (a
-            # random level), while the call is in flight; the second call turns it off.
+            # Simulated logging sends a message of a random level every 5 s (and one at once,
+            # which may come just before or after the toggle's answer). A message sent while
+            # no call is in flight has nobody to go to; one sent during this caller's call
+            # reaches them.
             started = await client.call_tool("ev.toggle-simulated-logging", {})
             assert started.is_error is False and "Started simulated" in _text(started)
-            await wait_for_async(lambda: bool(heard), timeout=10, message="a log message of the server")
+            heard.clear()
+            during = asyncio.ensure_future(
+                client.call_tool("ev.trigger-long-running-operation", {"duration": 6, "steps": 2})
+            )
+            await wait_for_async(lambda: bool(heard), timeout=15, message="a log message during the call")
+            assert (await during).is_error is False
             stopped = await client.call_tool("ev.toggle-simulated-logging", {})
             assert "Stopped simulated" in _text(stopped)
         assert heard[0].level in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
