@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.backends.calls import PNG
+from tests.backends.packaged import World, live_world
 from tools_app.backends import vault
 from tools_app.backends.http import netguard
 from tools_app.backends.upstream import federation as upstreams
@@ -216,3 +217,18 @@ def http_tool(db: Any) -> Callable[..., Tool]:
         )
 
     return make
+
+
+@pytest.fixture(scope="module")
+def world(
+    request: pytest.FixtureRequest,
+    django_db_setup: Any,
+    django_db_blocker: Any,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[World]:
+    """Two live Toolbay servers and a live runner; tenants pk-alpha and pk-beta with packaged
+    servers from the registries (see tests/backends/packaged.py). One per module (its
+    ``WORLD_PREFIX`` names the tenants' slugs): a module's tests kill, restart or stop instances."""
+    prefix = getattr(request.module, "WORLD_PREFIX", "pk")
+    with live_world(django_db_blocker, tmp_path_factory.mktemp("packaged"), prefix) as built:
+        yield built

@@ -1,23 +1,39 @@
-"""A live runner of packaged MCP servers (``manage.py run_packaged``) for tests, and what tests read
-of its instances (their status in Redis)."""
+"""A live runner of packaged MCP servers (``manage.py run_packaged``) for tests, what tests read
+of its instances (their status in Redis), and the live world the end-to-end tests share (the
+``world`` fixture of tests/backends/conftest.py): two Toolbay servers, a runner, two tenants
+with ``mcp-server-time`` and ``@modelcontextprotocol/server-everything`` added."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import redis
 from django.conf import settings
+from django.core.management import call_command
+from django.test import override_settings
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
-from tests.mcp.live import ROOT, database_url, stop_together
+from tenants.services import api_key_create, tenant_create
+from tests.mcp.live import ROOT, LiveServer, database_url, start_server, stop_together
 from tests.poll import wait_for
 from tools_app.backends.packaged import locator
 from tools_app.backends.packaged.sandbox import sandbox_status
+from tools_app.backends.upstream.federation import upstream_refresh
+from tools_app.backends.upstream.models import UpstreamServer
+from tools_app.catalog.models import AccessRule
+from tools_app.catalog.services import access_rule_grant_pattern
 
 # Installed packages are kept between test runs (var/ is not in git): a re-run installs nothing.
 PACKAGE_CACHE = ROOT / "var" / "packages"
@@ -86,3 +102,142 @@ def instance_status(upstream_id: int, tenant_id: int, user: str | None = None) -
 def running_pid(upstream_id: int, tenant_id: int) -> int | None:
     status = instance_status(upstream_id, tenant_id)
     return int(status["pid"]) if status and status.get("state") == "running" else None
+
+
+METRICS_TOKEN = "runner-metrics-7f3a"
+
+
+@dataclass
+class World:
+    servers: list[LiveServer]
+    runner: LiveRunner
+    keys: dict[str, str]
+    tenant_ids: dict[str, int]
+    upstreams: dict[str, int]
+    published: dict[str, str]
+    tmp: Path
+    slugs: dict[str, str]  # the tests' names of the tenants (pk-alpha, pk-beta) -> their slugs
+
+
+def add_server(name: str, tenant: str, *source: str) -> tuple[int, str]:
+    out = io.StringIO()
+    call_command("add_upstream", name, "--tenant", tenant, *source, "--publish-all", "--grant", stdout=out)
+    server = UpstreamServer.objects.get(tenant__slug=tenant, name=name)
+    return server.pk, out.getvalue()
+
+
+@contextlib.contextmanager
+def live_world(django_db_blocker: Any, tmp: Path, prefix: str = "pk") -> Iterator[World]:
+    """``prefix`` makes the tenants' slugs (``<prefix>-alpha``), so that several modules' worlds
+    live in one test database; tests still call them pk-alpha and pk-beta."""
+    slugs = {"pk-alpha": f"{prefix}-alpha", "pk-beta": f"{prefix}-beta"}
+    # The two Toolbay servers boot while the runner starts and the servers are added (each takes
+    # seconds of imports on a busy machine; one after the other they would add up).
+    booting = ThreadPoolExecutor(max_workers=2)
+    pending = [booting.submit(start_server, tmp, name) for name in ("toolbay-a", "toolbay-b")]
+    keys: dict[str, str] = {}
+    tenant_ids: dict[str, int] = {}
+    upstreams: dict[str, int] = {}
+    published: dict[str, str] = {}
+    runner: LiveRunner | None = None
+    try:
+        runner = start_runner(tmp, extra_env={"METRICS_TOKEN": METRICS_TOKEN})
+        with django_db_blocker.unblock(), override_settings(TOOLBAY_PACKAGE_CACHE=str(PACKAGE_CACHE)):
+            for slug in ("pk-alpha", "pk-beta"):
+                tenant = tenant_create(slug=slugs[slug], name=slugs[slug])
+                tenant_ids[slug] = tenant.pk
+                _, keys[slug] = api_key_create(tenant=tenant, name=f"{slug} key")
+            upstreams["time"], published["time"] = add_server(
+                "time", slugs["pk-alpha"], "--pypi", "==".join(TIME_PACKAGE), "--prefix", "time."
+            )
+            for slug in ("pk-alpha", "pk-beta"):
+                upstreams[f"everything@{slug}"], published[f"everything@{slug}"] = add_server(
+                    "everything", slugs[slug], "--npm", "@".join(EVERYTHING_PACKAGE), "--prefix", "ev."
+                )
+            # alpha's everything server also mirrors its resources and prompts.
+            mirrored = UpstreamServer.objects.get(pk=upstreams["everything@pk-alpha"])
+            mirrored.import_resources_and_prompts = True
+            mirrored.save()
+            upstream_refresh(upstream_id=mirrored.pk)
+            access_rule_grant_pattern(tenant=mirrored.tenant, pattern="tag:mcp:everything", kind=AccessRule.Kind.ANY)
+        servers = [future.result() for future in pending]
+    except BaseException:
+        for future in pending:
+            if future.exception() is None:
+                future.result().stop()
+        if runner is not None:
+            runner.stop()
+        raise
+    finally:
+        booting.shutdown()
+    yield World(servers, runner, keys, tenant_ids, upstreams, published, tmp, slugs)
+    stop_together([server.process for server in servers], grace=10)
+    runner.stop()
+
+
+def sdk_client(
+    world: World,
+    tenant: str,
+    server: int = 0,
+    transport: httpx2.AsyncBaseTransport | None = None,
+    key: str | None = None,
+    **callbacks: Any,
+) -> Client:
+    """The official SDK client (legacy mode) of ``tenant`` (with its first key, or ``key``) on
+    Toolbay server ``server`` (``transport``: how its requests travel)."""
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {key or world.keys[tenant]}"}, timeout=60, transport=transport
+    )
+    endpoint = world.servers[server].endpoint(world.slugs[tenant])
+    return Client(streamable_http_client(endpoint, http_client=http), mode="legacy", **callbacks)
+
+
+async def all_tools(client: Client) -> set[str]:
+    names: set[str] = set()
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        names.update(tool.name for tool in page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            return names
+
+
+class AnswersToTheOther(httpx2.AsyncBaseTransport):
+    """Requests go to Toolbay server ``home``; the client's answers (to elicitation, sampling)
+    and notifications (cancellations) go to ``other``: what reaches a call crosses processes,
+    as it does behind a load balancer. ``crossed`` counts what went to ``other``."""
+
+    def __init__(self, home: int, other: int) -> None:
+        self.home, self.other = home, other
+        self.crossed: list[str] = []
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.home
+        if request.method == "POST":
+            message = json.loads(request.content or b"{}")
+            method = message.get("method") if isinstance(message, dict) else None
+            if method is None or str(method).startswith("notifications/"):
+                port = self.other
+                self.crossed.append(str(method or "response"))
+        request.url = request.url.copy_with(port=port)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def runner_metrics(world: World, upstream: int, tenant: int) -> dict[str, float]:
+    """The runner's per-instance metrics of one scope, by name (``toolbay_packaged_instance_`` left out)."""
+    status = instance_status(upstream, tenant)
+    assert status is not None and "url" in status, status
+    url = status["url"].split("/i/")[0] + "/metrics"
+    text = httpx2.get(url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10).text
+    labels = f'{{scope="{upstream}:{tenant}",upstream="{upstream}",tenant="{tenant}"}}'
+    prefix = "toolbay_packaged_instance_"
+    return {
+        line[len(prefix) : line.index("{")]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith(prefix) and labels in line
+    }

@@ -59,6 +59,13 @@ def _install(name: str, command: Callable[[Path], list[str]]) -> Path:
     return target
 
 
+@pytest.fixture
+def package_cache(settings: Any) -> Path:
+    """Toolbay's package cache for the test (``TOOLBAY_PACKAGE_CACHE``), kept between runs."""
+    settings.TOOLBAY_PACKAGE_CACHE = str(CACHE / "toolbay-cache")
+    return CACHE / "toolbay-cache"
+
+
 @pytest.fixture(scope="session")
 def filesystem_server() -> Path:
     """The entry point of @modelcontextprotocol/server-filesystem, installed with npm."""

@@ -11,10 +11,14 @@ these tests ever connects to them).
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tools_app.backends.http import netguard
+from tools_app.backends.packaged.node_proxy import undici_dir
 from tools_app.backends.packaged.sandbox import SandboxSpec, egress_of, spawn
 from tools_app.backends.packaged.sandbox_egress import HostPolicy
 
@@ -213,3 +217,46 @@ async def test_the_proxy_answers_hostile_requests_without_connecting(loopback_si
     refusals = "\n".join(egress_of(process).refusals)
     assert "embeds 169.254.169.254, a cloud metadata address" in refusals
     assert egress_of(process).connections == 0 and site.hits == []
+
+
+NODE_FETCH = """
+fetch(process.argv[1]).then(async (r) => console.log(JSON.stringify([r.status, await r.text()])))
+  .catch((e) => console.log(JSON.stringify(["error", String(e.cause || e)])));
+"""
+
+
+async def test_nodes_fetch_reaches_the_allowed_host_through_the_preload(
+    loopback_sites, settings, empty_package, package_cache
+):
+    """Node 20's built-in fetch ignores HTTP(S)_PROXY; with the undici of the package cache
+    preloaded it goes through the sandbox's proxy, to the allowed host only."""
+    undici = undici_dir()
+    assert undici is not None and (undici / "package.json").exists()
+    allowed = loopback_sites(b"hello, Node")
+    other = loopback_sites(b"never read")
+    settings.TOOLBAY_OUTBOUND_ALLOWED_HOSTS = [f"127.0.0.1:{allowed.port}"]
+    node = shutil.which("node")
+    assert node is not None
+
+    async def fetched(url: str, *, node_proxy: Path | None) -> list[Any]:
+        spec = SandboxSpec(
+            package_dir=empty_package,
+            argv=[node, "-e", NODE_FETCH, url],
+            env={},
+            allow_hosts=(f"127.0.0.1:{allowed.port}",),
+            node_proxy=node_proxy,
+        )
+        process = await spawn(spec)
+        out, err = await process.communicate()
+        assert process.returncode == 0, err.decode()
+        return json.loads(out)  # type: ignore[no-any-return]
+
+    assert await fetched(f"http://127.0.0.1:{allowed.port}/page", node_proxy=undici) == [200, "hello, Node"]
+    assert allowed.hits == ["/page"]
+    refused = await fetched(f"http://127.0.0.1:{other.port}/page", node_proxy=undici)
+    assert refused[0] == "error" or refused[0] == 403
+    assert other.hits == []
+    # Without the preload Node's fetch goes direct, and the sandbox has no route out.
+    direct = await fetched(f"http://127.0.0.1:{allowed.port}/again", node_proxy=None)
+    assert direct[0] == "error" and "ECONNREFUSED" in direct[1]
+    assert allowed.hits == ["/page"]

@@ -137,8 +137,9 @@ def installed(kind: str, package: str, version: str) -> Installed | None:
     return _manifest(install_dir(kind, package, version))
 
 
-def install(kind: str, package: str, version: str) -> Installed:
-    """Install (once) and return where; raises InstallError with the reason."""
+def install(kind: str, package: str, version: str, *, library: bool = False) -> Installed:
+    """Install (once) and return where; raises InstallError with the reason. ``library``: an
+    npm package that is not a program (its ``argv`` is empty), e.g. the sandbox's Node proxy."""
     if kind not in ("npm", "pypi"):
         raise InstallError(f"cannot install a {kind!r} server")
     target = install_dir(kind, package, version)
@@ -151,7 +152,7 @@ def install(kind: str, package: str, version: str) -> Installed:
         staging.mkdir(parents=True)
         try:
             if kind == "npm":
-                argv_in, integrity = _install_npm(staging, package, version)
+                argv_in, integrity = _install_npm(staging, package, version, library=library)
             else:
                 argv_in, integrity = _install_pypi(staging, package, version)
             # Paths inside the staging directory become paths inside the final one.
@@ -172,7 +173,7 @@ def install(kind: str, package: str, version: str) -> Installed:
 # --- npm ----------------------------------------------------------------------------------------
 
 
-def _install_npm(directory: Path, package: str, version: str) -> tuple[list[str], str]:
+def _install_npm(directory: Path, package: str, version: str, *, library: bool = False) -> tuple[list[str], str]:
     node = shutil.which("node")
     if not node:
         raise InstallError("node is not installed on this machine")
@@ -198,6 +199,8 @@ def _install_npm(directory: Path, package: str, version: str) -> tuple[list[str]
     if entry.get("version") != version:
         raise InstallError(f"npm installed {package} {entry.get('version')!r}, not {version}")
     integrity = str(entry.get("integrity") or "")
+    if library:
+        return [], integrity
     package_dir = directory / "node_modules" / package
     manifest = json.loads((package_dir / "package.json").read_text())
     binaries = manifest.get("bin")

@@ -8,12 +8,18 @@ answers the clients' ``initialize`` from that handshake. Then it relays:
 - a client's request: sent on with an id of the instance's own (ids of different clients
   would collide), its ``progressToken`` likewise; the answer goes back to that client with
   its id, and so does every progress notification that names the token;
-- a server's request (elicitation, sampling) and its log messages: stdio says nothing about
-  which call they belong to, so they go to the call in flight when exactly one is; a request
-  made while several calls are in flight is refused (asking the wrong person is worse), a
-  log message goes to the standing GET streams;
+- a server's request (elicitation, sampling) and its log messages: stdio carries no
+  related-request id, so the relay goes by who is calling (see ``_asker``): with one call in
+  flight, or calls of one caller only (every call names its principal in ``_meta``, which is
+  removed before the server sees it; a per-user instance has one caller by construction),
+  they go to that caller's newest call; with calls of several callers in flight a request
+  is refused with an error saying why (asking the wrong person is worse) and a log message
+  goes to the standing GET streams only. Progress needs none of this: its token names the
+  call. A question whose call ends before it is answered is answered with an error, so the
+  server does not wait for ever;
 - ``notifications/cancelled`` from a client, and a client that goes away before its answer,
-  become ``notifications/cancelled`` to the server;
+  become ``notifications/cancelled`` to the server (once); an answer that still comes for
+  such a call is counted (``late_answers``: a server that ignores cancellations);
 - list changes and resource updates go to the standing GET streams and to ``on_notice``.
 
 When the process exits every call in flight ends at once with a JSON-RPC error that says so.
@@ -33,6 +39,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from tools_app.backends.upstream.client import CALLER_META, INSTANCE_ENDED
 
 log = logging.getLogger(__name__)
 
@@ -63,17 +71,24 @@ class _Call:
     session: str
     client_id: Any
     method: str
+    principal: str = ""  # who calls (CALLER_META), "" when not said
     queue: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
     progress_token: Any = None
     done: bool = False
+    cancelled: bool = False  # the server was told to stop it
+    started: float = field(default_factory=time.monotonic)
 
 
 Notice = Callable[["Instance", dict[str, Any]], Awaitable[None]]
 
 
 class Instance:
-    def __init__(self, process: asyncio.subprocess.Process, *, on_notice: Notice | None = None) -> None:
+    def __init__(
+        self, process: asyncio.subprocess.Process, *, on_notice: Notice | None = None, single_caller: bool = False
+    ) -> None:
+        """``single_caller``: every call comes from one user (a per-user instance)."""
         self.process = process
+        self.single_caller = single_caller
         self.uid = secrets.token_urlsafe(12)
         self.token = secrets.token_urlsafe(24)
         self.started_at = time.time()
@@ -82,6 +97,9 @@ class Instance:
         self.exit_reason = ""
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self.calls_total = 0
+        self.cancelled_total = 0  # notifications/cancelled sent to the server
+        self.late_answers = 0  # answers to calls the server had been told to stop
+        self.refused_requests = 0  # server requests refused because nobody could be asked
         self._on_notice = on_notice
         self._ids = itertools.count(1)
         self._server_ids = itertools.count(1)
@@ -162,11 +180,8 @@ class Instance:
         if not self._handshake.done():
             self._handshake.set_exception(InstanceFailed(reason))
             self._handshake.exception()  # retrieved: nobody may be waiting
-        message = f"the packaged server ended during the call: {reason}"
         for call_id, call in list(self._calls.items()):
-            call.queue.put_nowait(
-                {"jsonrpc": "2.0", "id": call.client_id, "error": {"code": EXITED, "message": message}}
-            )
+            call.queue.put_nowait(_ended(call.client_id, reason))
             call.done = True
             del self._calls[call_id]
         for queue in self._listeners:
@@ -236,7 +251,9 @@ class Instance:
             return
         call = self._calls.pop(message.get("id"), None)  # type: ignore[arg-type]
         if call is None:
-            return  # the answer to a call its client abandoned
+            # The answer to a call its client abandoned: the server had been told to stop it.
+            self.late_answers += 1
+            return
         call.done = True
         call.queue.put_nowait({**message, "id": call.client_id})
 
@@ -244,20 +261,39 @@ class Instance:
         if method == "ping":
             await self._write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
             return
-        calls = [call for call in self._calls.values() if call.method == "tools/call"] or list(self._calls.values())
-        if len(calls) != 1:
-            problem = (
-                "no call is in flight to ask"
-                if not calls
-                else "several calls are in flight and stdio does not say which one asks"
-            )
-            await self._write(
-                {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": f"Toolbay: {problem}"}}
-            )
+        asker, problem = self._asker()
+        if asker is None:
+            self.refused_requests += 1
+            log.info("instance %s: %s refused: %s", self.uid, method, problem)
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._write(
+                    {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": f"Toolbay: {problem}"}}
+                )
             return
         relay_id = f"toolbay-s{next(self._server_ids)}"
-        self._server_requests[relay_id] = (message["id"], calls[0])
-        calls[0].queue.put_nowait({**message, "id": relay_id})
+        self._server_requests[relay_id] = (message["id"], asker)
+        asker.queue.put_nowait({**message, "id": relay_id})
+
+    def _asker(self) -> tuple[_Call | None, str]:
+        """The call a server request or log message belongs to, or why none can be chosen.
+
+        stdio carries no related-request id, so this goes by who is calling: the tool calls in
+        flight (else any request, e.g. a prompt or resource read), and when they all come from
+        one caller (or there is one), that caller's newest call: the question reaches the
+        right person, on the stream of the call most likely to be asking (a tool that asks
+        does so soon after it starts). Calls of several callers in flight: no choice is safe.
+        """
+        live = [call for call in self._calls.values() if not call.cancelled]
+        calls = [call for call in live if call.method == "tools/call"] or live
+        if not calls:
+            return None, "no call is in flight to ask"
+        principals = {call.principal for call in calls}
+        if len(calls) == 1 or self.single_caller or (len(principals) == 1 and "" not in principals):
+            return max(calls, key=lambda call: call.started), ""
+        return None, (
+            f"{len(calls)} calls of different callers are in flight on this stdio server, and stdio does "
+            "not say which call asks; retry when the others have ended"
+        )
 
     async def _notification(self, method: str, message: dict[str, Any]) -> None:
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
@@ -269,9 +305,10 @@ class Instance:
                 call.queue.put_nowait({**message, "params": {**params, "progressToken": call.progress_token}})
             return
         if method == "notifications/message":
-            if len(self._calls) == 1:
-                next(iter(self._calls.values())).queue.put_nowait(message)
-            else:
+            asker, _ = self._asker()
+            if asker is not None:
+                asker.queue.put_nowait(message)
+            else:  # never to a call of someone else
                 self._broadcast(message)
             return
         if method in BROADCAST:
@@ -311,11 +348,17 @@ class Instance:
         call = _Call(session=session, client_id=message.get("id"), method=str(message.get("method")))
         params = message.get("params")
         outgoing = {**message, "id": relay_id}
-        if isinstance(params, dict) and isinstance(params.get("_meta"), dict) and "progressToken" in params["_meta"]:
-            call.progress_token = params["_meta"]["progressToken"]
-            outgoing["params"] = {**params, "_meta": {**params["_meta"], "progressToken": f"toolbay-p{relay_id}"}}
+        if isinstance(params, dict) and isinstance(params.get("_meta"), dict):
+            meta = dict(params["_meta"])
+            call.principal = str(meta.pop(CALLER_META, "") or "")
+            if "progressToken" in meta:
+                call.progress_token = meta["progressToken"]
+                meta["progressToken"] = f"toolbay-p{relay_id}"
+            outgoing["params"] = {k: v for k, v in params.items() if k != "_meta"}
+            if meta:
+                outgoing["params"]["_meta"] = meta
         if self.exited.is_set():
-            yield {"jsonrpc": "2.0", "id": call.client_id, "error": {"code": EXITED, "message": self.exit_reason}}
+            yield _ended(call.client_id, self.exit_reason)
             return
         self._calls[relay_id] = call
         try:
@@ -327,24 +370,27 @@ class Instance:
                 yield item
                 if "method" not in item:
                     return
-        except ConnectionError:
-            yield {"jsonrpc": "2.0", "id": call.client_id, "error": {"code": EXITED, "message": self.exit_reason}}
+        except (ConnectionError, OSError):
+            yield _ended(call.client_id, self.exit_reason or "it could not be written to")
         finally:
             self.last_used = time.monotonic()
-            for relay, (_, asking) in list(self._server_requests.items()):
-                if asking is call:  # a question the ended call can no longer answer
+            for relay, (server_id, asking) in list(self._server_requests.items()):
+                if asking is call:  # a question the ended call can no longer answer: the server must not wait
                     del self._server_requests[relay]
+                    with contextlib.suppress(ConnectionError, OSError):
+                        await self._write(
+                            {
+                                "jsonrpc": "2.0",
+                                "id": server_id,
+                                "error": {"code": -32603, "message": "Toolbay: the call that asked has ended"},
+                            }
+                        )
             if not call.done:
                 # The client went away (cancelled, timed out): the server stops too.
                 self._calls.pop(relay_id, None)
-                with contextlib.suppress(ConnectionError, OSError):
-                    await self._write(
-                        {
-                            "jsonrpc": "2.0",
-                            "method": "notifications/cancelled",
-                            "params": {"requestId": relay_id, "reason": "The client went away."},
-                        }
-                    )
+                if not call.cancelled:
+                    with contextlib.suppress(ConnectionError, OSError):
+                        await self._cancel(relay_id, call, "The client went away.")
 
     async def answer(self, message: dict[str, Any]) -> None:
         """A client's answer to a server request relayed to it."""
@@ -364,13 +410,21 @@ class Instance:
         assert isinstance(params, dict)
         if method == "notifications/cancelled":
             for relay_id, call in list(self._calls.items()):
-                if call.session == session and call.client_id == params.get("requestId"):
-                    message = {**message, "params": {**params, "requestId": relay_id}}
-                    break
-            else:
-                return
+                if call.session == session and call.client_id == params.get("requestId") and not call.cancelled:
+                    with contextlib.suppress(ConnectionError, OSError):
+                        await self._cancel(relay_id, call, params.get("reason"))
+                    return
+            return
         with contextlib.suppress(ConnectionError):
             await self._write(message)
+
+    async def _cancel(self, relay_id: int, call: _Call, reason: Any) -> None:
+        call.cancelled = True
+        self.cancelled_total += 1
+        params: dict[str, Any] = {"requestId": relay_id}
+        if isinstance(reason, str) and reason:
+            params["reason"] = reason
+        await self._write({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
 
     async def listen(self) -> AsyncIterator[dict[str, Any]]:
         """The standing stream: broadcast notifications until the instance ends."""
@@ -390,6 +444,12 @@ class Instance:
     def memory_bytes(self) -> int:
         """Resident memory of the process and its descendants (Linux /proc; 0 elsewhere)."""
         return process_tree_rss(self.process.pid)
+
+
+def _ended(client_id: Any, reason: str) -> dict[str, Any]:
+    """The error a call gets when the instance ended under it (``data`` says so, for retries)."""
+    message = f"the packaged server ended during the call: {reason}"
+    return {"jsonrpc": "2.0", "id": client_id, "error": {"code": EXITED, "message": message, "data": INSTANCE_ENDED}}
 
 
 def _call_of_token(token: Any) -> int | None:

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tools_app.backends.models import BackendSecret, owned_by
+from tools_app.backends.packaged import node_proxy
 from tools_app.backends.packaged.install import Installed, InstallError, install
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import SecretUnavailable, unseal
@@ -54,6 +55,7 @@ class Launch:
     fingerprint: str
     secret_values: tuple[str, ...]
     ro_paths: tuple[Path, ...] = ()
+    node_proxy: Path | None = None  # undici for Node's fetch through the sandbox's proxy
 
 
 def fingerprint(values: dict[str, Any]) -> str:
@@ -152,6 +154,9 @@ def launch_of(upstream_id: int) -> Launch:
         argv = [*done.argv, *upstream.args]
         package_dir = done.directory
     ro_paths = interpreter_paths(argv[0])
+    allow_hosts = tuple(upstream.allow_hosts or ())
+    # Node's fetch reaches the allowed hosts only through the preload (node_proxy).
+    proxy_for_node = node_proxy.undici_dir() if allow_hosts and upstream.kind == UpstreamServer.Kind.NPM else None
     secrets_now = dict(
         BackendSecret.objects.filter(
             owned_by(upstream.tenant_id), name__in=list((upstream.env_secrets or {}).values())
@@ -172,11 +177,12 @@ def launch_of(upstream_id: int) -> Launch:
         argv=argv,
         package_dir=package_dir,
         env=env,
-        allow_hosts=tuple(upstream.allow_hosts or ()),
+        allow_hosts=allow_hosts,
         trusted=upstream.trusted,
         fingerprint=fingerprint({**values, "secrets": secrets_now}),
         secret_values=tuple(secret_values),
         ro_paths=ro_paths,
+        node_proxy=proxy_for_node,
     )
 
 

@@ -31,7 +31,7 @@ from typing import Any
 from django.conf import settings
 
 from mcp_platform.redis_clients import async_redis
-from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamUnavailable
+from tools_app.backends.upstream.client import InstanceRestarting, UpstreamEndpoint, UpstreamUnavailable
 from tools_app.backends.upstream.federation import register_instance_locator
 
 PREFIX = "toolbay:packaged"
@@ -138,7 +138,7 @@ async def ask_start(upstream_id: int, tenant_id: int, user: str | None) -> None:
 
 async def locate(endpoint: UpstreamEndpoint, *, tenant_id: int, user: str | None) -> UpstreamEndpoint:
     """The running instance of ``endpoint``'s packaged server for this scope; raises
-    InstanceUnavailable (a clean, retryable failure of the call)."""
+    InstanceUnavailable or InstanceRestarting (clean, retryable failures of the call)."""
     scope = scope_of(endpoint.id, tenant_id, user)
     cached = _cache.get(scope)
     now = time.monotonic()
@@ -168,9 +168,10 @@ async def _locate(endpoint: UpstreamEndpoint, scope: str, tenant_id: int, user: 
         if status is not None and state == "crashed":
             wait = float(status.get("retry_at", 0)) - time.time()
             if wait > 0:
-                raise InstanceUnavailable(
+                raise InstanceRestarting(
                     f"packaged server {endpoint.name} stopped ({status.get('last_error') or 'it exited'}); "
-                    f"it is restarted on a call in {wait:.0f} s or later"
+                    f"it is restarted on a call in {wait:.0f} s or later",
+                    retry_in=wait,
                 )
         if state != "starting" and (asked_at is None or loop.time() - asked_at > ASK_AGAIN_SECONDS):
             if not await live_runners():

@@ -234,6 +234,7 @@ class Runner:
             env={**BASE_ENV, **launch.env},
             allow_hosts=launch.allow_hosts,
             ro_paths=launch.ro_paths,
+            node_proxy=launch.node_proxy,
             memory_bytes=settings.TOOLBAY_PACKAGED_MEMORY_BYTES,
             cpu_seconds=settings.TOOLBAY_PACKAGED_CPU_SECONDS,
             max_processes=settings.TOOLBAY_PACKAGED_MAX_PROCESSES,
@@ -244,7 +245,7 @@ class Runner:
         except Exception as exc:
             await self._failed(slot, f"refused to start: {exc}", final=True)
             return
-        instance = Instance(process, on_notice=self._noticed)
+        instance = Instance(process, on_notice=self._noticed, single_caller=slot.user is not None)
         slot.instance = instance
         self.by_uid[instance.uid] = slot
         try:
@@ -382,6 +383,9 @@ class Runner:
                 memory=instance.memory_bytes(),
                 calls=instance.calls_total,
                 in_flight=instance.in_flight,
+                cancelled=instance.cancelled_total,
+                late_answers=instance.late_answers,
+                refused_requests=instance.refused_requests,
             )
         with contextlib.suppress(Exception):
             await async_redis().set(locator.status_key(slot.scope), json.dumps(status), ex=locator.STATUS_TTL_SECONDS)
@@ -552,6 +556,14 @@ class Runner:
             "# TYPE toolbay_packaged_instance_calls_total counter",
             "# HELP toolbay_packaged_instance_cold_start_seconds Last start (install, spawn, handshake).",
             "# TYPE toolbay_packaged_instance_cold_start_seconds gauge",
+            "# HELP toolbay_packaged_instance_cancelled_total Calls the server was told to stop.",
+            "# TYPE toolbay_packaged_instance_cancelled_total counter",
+            "# HELP toolbay_packaged_instance_late_answers_total Answers to calls the server had been told to stop.",
+            "# TYPE toolbay_packaged_instance_late_answers_total counter",
+            "# HELP toolbay_packaged_instance_refused_requests_total Server requests refused (no single caller).",
+            "# TYPE toolbay_packaged_instance_refused_requests_total counter",
+            "# HELP toolbay_packaged_instance_in_flight Requests relayed to the instance and not yet answered.",
+            "# TYPE toolbay_packaged_instance_in_flight gauge",
             "# HELP toolbay_packaged_instance_up 1 while the instance is running.",
             "# TYPE toolbay_packaged_instance_up gauge",
         ]
@@ -567,6 +579,12 @@ class Runner:
                 lines.append(f"toolbay_packaged_instance_memory_bytes{{{labels}}} {instance.memory_bytes()}")
                 lines.append(f"toolbay_packaged_instance_uptime_seconds{{{labels}}} {now - slot.started_at:.1f}")
                 lines.append(f"toolbay_packaged_instance_calls_total{{{labels}}} {instance.calls_total}")
+                lines.append(f"toolbay_packaged_instance_in_flight{{{labels}}} {instance.in_flight}")
+                lines.append(f"toolbay_packaged_instance_cancelled_total{{{labels}}} {instance.cancelled_total}")
+                lines.append(f"toolbay_packaged_instance_late_answers_total{{{labels}}} {instance.late_answers}")
+                lines.append(
+                    f"toolbay_packaged_instance_refused_requests_total{{{labels}}} {instance.refused_requests}"
+                )
         return "\n".join(lines) + "\n"
 
 

@@ -31,7 +31,8 @@ What the server sees (everything else on the machine does not exist for it):
 - a network namespace with only loopback. With ``spec.allow_hosts``, ``HTTP_PROXY`` and
   ``HTTPS_PROXY`` point at ``127.0.0.1:3128`` inside, which ``sandbox_shim`` forwards to
   this process's ``sandbox_egress`` proxy (listed hosts only, through the SSRF guard).
-  Clients that ignore those variables (Node's built-in ``fetch`` before Node 24) have no
+  Node's built-in ``fetch`` ignores those variables before Node 24: with ``spec.node_proxy``
+  (an installed undici, see ``node_proxy``) a preload makes it use them; without, it has no
   network at all.
 
 Namespaces: user (its uid is 1000 inside, mapped to the runner's uid, or to
@@ -65,6 +66,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from tools_app.backends.packaged.node_proxy import INSIDE as NODE_PROXY_INSIDE
+from tools_app.backends.packaged.node_proxy import PRELOAD as NODE_PROXY_PRELOAD
 from tools_app.backends.packaged.sandbox_egress import EgressProxy, HostPolicy
 
 log = logging.getLogger(__name__)
@@ -119,6 +122,9 @@ class SandboxSpec:
     ro_paths: tuple[Path, ...] = field(default=())
     # A writable directory mounted as the home (persistent per instance); None: a tmpfs.
     home_dir: Path | None = None
+    # An installed undici package (node_proxy.undici_dir()): with allowed hosts, Node's fetch
+    # is made to use the proxy variables by a preload (NODE_OPTIONS).
+    node_proxy: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +236,7 @@ def _validate(spec: SandboxSpec) -> HostPolicy:
         raise ValueError("the sandbox needs a command (argv is empty)")
     if not spec.package_dir.is_absolute() or not spec.package_dir.is_dir():
         raise ValueError(f"package directory {spec.package_dir} is not an existing absolute path")
-    for path in spec.ro_paths:
+    for path in (*spec.ro_paths, *([spec.node_proxy] if spec.node_proxy else [])):
         if not path.is_absolute() or not path.exists():
             raise ValueError(f"read-only path {path} is not an existing absolute path")
     for key, value in spec.env.items():
@@ -272,6 +278,9 @@ def _environment(spec: SandboxSpec, *, proxy: bool) -> dict[str, str]:
         env["NODE_USE_ENV_PROXY"] = "1"  # Node 24+ honours the variables above with it
         env.pop("NO_PROXY", None)
         env.pop("no_proxy", None)
+        if spec.node_proxy is not None:  # older Node: the preload does (node_proxy)
+            preload = f"--require {NODE_PROXY_INSIDE}/preload.cjs"
+            env["NODE_OPTIONS"] = f"{env['NODE_OPTIONS']} {preload}" if env.get("NODE_OPTIONS") else preload
     return env
 
 
@@ -310,6 +319,9 @@ def _bwrap_args(spec: SandboxSpec, runtime: Path, *, proxy: bool) -> tuple[list[
         args += ["--dir", RUNTIME_INSIDE]
         args += ["--ro-bind", str(runtime / "egress.sock"), f"{RUNTIME_INSIDE}/egress.sock"]
         args += ["--ro-bind", str(SHIM), f"{RUNTIME_INSIDE}/shim.py"]
+        if spec.node_proxy is not None:
+            args += ["--ro-bind", str(NODE_PROXY_PRELOAD), f"{NODE_PROXY_INSIDE}/preload.cjs"]
+            args += ["--ro-bind", str(spec.node_proxy), f"{NODE_PROXY_INSIDE}/undici"]
         command += [
             _python_inside(),
             "-I",

@@ -9,6 +9,13 @@ tool ran here; elicitation and sampling requests are relayed to the client too. 
 error from the upstream becomes an ``isError`` result; an unreachable upstream a retryable
 ``BackendError``.
 
+A packaged server's instance (``tools_app.backends.packaged``) that ended under a call, or is
+down and waiting out its restart back-off, fails the call cleanly (``isError``), except for
+a tool annotated ``idempotentHint`` or ``readOnlyHint``: that call is tried once more, on a
+fresh instance (after the back-off, within the tool's timeout). Calls to a packaged
+instance name their caller in ``_meta`` (``CALLER_META``, removed by the runner) so that
+its elicitation, sampling and log messages reach the right user.
+
 Resources, resource templates and prompts imported from an upstream name it the same way:
 ``{"upstream": <id>, "uri": "<the upstream's URI>"}`` for a resource,
 ``{"upstream": <id>, "uri_template": "<its template>"}`` for a template (a read passes the
@@ -18,8 +25,10 @@ completions are asked of the upstream too.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
+import logging
 import secrets
 from collections.abc import Awaitable
 from typing import Any
@@ -27,12 +36,25 @@ from typing import Any
 from mcp_platform import tracing
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
 from tools_app.backends.results import ToolError
-from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamError, UpstreamUnavailable, shared_session
+from tools_app.backends.upstream.client import (
+    CALLER_META,
+    INSTANCE_ENDED,
+    InstanceRestarting,
+    UpstreamEndpoint,
+    UpstreamError,
+    UpstreamUnavailable,
+    shared_session,
+)
 from tools_app.backends.upstream.federation import endpoint_for_tool, forget_instance, upstreams_of
 from tools_app.backends.vault import SecretUnavailable, redact
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
 
+log = logging.getLogger(__name__)
+
 CONFIG_KEYS = {"upstream", "tool", "withdrawn"}
+# How often a retry on a fresh instance looks again while the runner has not yet reported
+# the ended instance gone.
+FRESH_POLL_SECONDS = 0.05
 RESULT_KEYS = ("content", "structuredContent", "isError")
 
 
@@ -96,17 +118,24 @@ def _caller_scope(ctx: CallContext | None) -> tuple[int | None, str | None]:
     return caller.tenant_id, user
 
 
-async def _endpoint(upstream_id: int, tenant_id: int | None, ctx: CallContext | None) -> UpstreamEndpoint:
+async def _located(upstream_id: int, tenant_id: int | None, ctx: CallContext | None) -> UpstreamEndpoint:
+    """The upstream's endpoint (a packaged server's: its instance, started if need be); raises
+    BackendError, or UpstreamUnavailable (InstanceRestarting among them) as it is."""
     caller_tenant, user = _caller_scope(ctx)
     try:
         endpoint = await endpoint_for_tool(upstream_id, tenant_id, caller_tenant_id=caller_tenant, user=user)
     except SecretUnavailable as exc:
         raise BackendError(f"cannot authenticate to the upstream server: {exc}") from None
-    except UpstreamUnavailable as exc:
-        raise BackendError(str(exc), retryable=True) from None
     if endpoint is None:
         raise BackendError("its upstream server is missing or disabled")
     return endpoint
+
+
+async def _endpoint(upstream_id: int, tenant_id: int | None, ctx: CallContext | None) -> UpstreamEndpoint:
+    try:
+        return await _located(upstream_id, tenant_id, ctx)
+    except UpstreamUnavailable as exc:
+        raise BackendError(str(exc), retryable=True) from None
 
 
 def _instance_gone(endpoint: UpstreamEndpoint, exc: UpstreamUnavailable) -> bool:
@@ -118,12 +147,45 @@ def _instance_gone(endpoint: UpstreamEndpoint, exc: UpstreamUnavailable) -> bool
     return exc.status == 404
 
 
+class _InstanceEnded(Exception):
+    """The packaged instance ended under the call (its runner said so)."""
+
+    def __init__(self, error: UpstreamError, endpoint: UpstreamEndpoint) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.endpoint = endpoint
+
+
+async def _fresh_instance(
+    upstream_id: int, tenant_id: int | None, ctx: CallContext, *, dead: str, budget: float
+) -> UpstreamEndpoint:
+    """A running instance other than the one at ``dead``, waiting out the runner's restart
+    back-off when it fits in ``budget`` seconds; raises as ``_located``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + budget
+    while True:
+        try:
+            endpoint = await _located(upstream_id, tenant_id, ctx)
+        except InstanceRestarting as exc:
+            if loop.time() + exc.retry_in > deadline:
+                raise
+            # Waiting is the retry here: the runner starts the instance on the first call after it.
+            await asyncio.sleep(exc.retry_in + FRESH_POLL_SECONDS)
+            continue
+        if endpoint.url != dead:
+            return endpoint
+        # Its runner has not yet reported the ended instance gone (it does within milliseconds).
+        forget_instance(endpoint)
+        if loop.time() > deadline:
+            raise UpstreamUnavailable("the ended instance is still reported running")
+        await asyncio.sleep(FRESH_POLL_SECONDS)
+
+
 async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     config = tool.backend_config
     if config.get("withdrawn"):
         raise ToolError(f"The upstream server no longer offers the tool '{config['tool']}'.")
-    endpoint = await _endpoint(config["upstream"], tool.tenant_id, ctx)
-    session = shared_session(endpoint)
+    upstream_id = config["upstream"]
     token = f"toolbay-{secrets.token_hex(8)}"
 
     async def on_message(message: dict[str, Any]) -> dict[str, Any] | None:
@@ -141,28 +203,70 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
                 await ctx.log(str(params.get("level", "info")), params.get("data"), logger=params.get("logger"))
         return None
 
-    params = {"name": config["tool"], "arguments": arguments, "_meta": {"progressToken": token}}
-    try:
+    meta: dict[str, Any] = {"progressToken": token}
+    params = {"name": config["tool"], "arguments": arguments, "_meta": meta}
+    seen: list[UpstreamEndpoint] = []
+
+    async def send(endpoint: UpstreamEndpoint) -> dict[str, Any]:
+        seen.append(endpoint)
+        if endpoint.internal:
+            meta[CALLER_META] = _caller_scope(ctx)[1] or ""  # for the runner only (never to a real upstream)
+        else:
+            meta.pop(CALLER_META, None)
         try:
-            call = session.request("tools/call", params, on_message=on_message, timeout=tool.timeout_seconds)
-            result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
+            call = shared_session(endpoint).request(
+                "tools/call", params, on_message=on_message, timeout=tool.timeout_seconds
+            )
+            return await (_traced(call, config["tool"], meta) if tracing.ENABLED else call)
+        except UpstreamError as exc:
+            if exc.data == INSTANCE_ENDED and endpoint.internal:
+                raise _InstanceEnded(exc, endpoint) from None
+            raise
+
+    async def send_located(endpoint: UpstreamEndpoint) -> dict[str, Any]:
+        try:
+            return await send(endpoint)
         except UpstreamUnavailable as exc:
             if not _instance_gone(endpoint, exc):
                 raise
             # The packaged instance this process knew was stopped (idle) or replaced: the call
             # never reached it, so it goes to the instance that answers now.
-            endpoint = await _endpoint(config["upstream"], tool.tenant_id, ctx)
-            call = shared_session(endpoint).request(
-                "tools/call", params, on_message=on_message, timeout=tool.timeout_seconds
-            )
-            result = await (_traced(call, config["tool"], params["_meta"]) if tracing.ENABLED else call)
+            return await send(await _located(upstream_id, tool.tenant_id, ctx))
+
+    # A read-only tool is idempotent too (MCP defines idempotentHint for tools that write).
+    retry_fresh = bool(tool.annotations.get("idempotentHint") or tool.annotations.get("readOnlyHint"))
+    retried = False
+    try:
+        try:
+            result = await send_located(await _located(upstream_id, tool.tenant_id, ctx))
+        except (InstanceRestarting, _InstanceEnded) as exc:
+            if not retry_fresh or ctx.cancelled:
+                raise
+            dead = exc.endpoint.url if isinstance(exc, _InstanceEnded) else ""
+            if isinstance(exc, _InstanceEnded):
+                forget_instance(exc.endpoint)
+            log.info("tool %s: %s; trying it once more on a fresh instance", tool.name, exc)
+            retried = True
+            fresh = await _fresh_instance(upstream_id, tool.tenant_id, ctx, dead=dead, budget=tool.timeout_seconds)
+            result = await send_located(fresh)
+    except _InstanceEnded as exc:
+        message = redact(exc.error.message, exc.endpoint.secret_values)
+        again = " (also on a fresh instance)" if retried else ""
+        raise ToolError(
+            f"The upstream server {exc.endpoint.name} refused the call: {message}{again} (error {exc.error.code})."
+        ) from None
     except UpstreamError as exc:
+        endpoint = seen[-1]
         message = redact(exc.message, endpoint.secret_values)
         raise ToolError(
             f"The upstream server {endpoint.name} refused the call: {message} (error {exc.code})."
         ) from None
+    except InstanceRestarting as exc:
+        # Not retryable by the runtime: within the back-off a retry would fail the same way.
+        raise BackendError(str(exc)) from None
     except UpstreamUnavailable as exc:
-        raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
+        name = seen[-1].name if seen else f"#{upstream_id}"
+        raise BackendError(f"upstream server {name}: {exc}", retryable=not retried) from None
     return _clean_result(result)
 
 

@@ -66,6 +66,24 @@ class UpstreamUnavailable(Exception):
         self.status = status
 
 
+class InstanceRestarting(UpstreamUnavailable):
+    """A packaged server's instance is down and its runner starts it again on a call after
+    ``retry_in`` seconds (its back-off); raised by the instance locator."""
+
+    def __init__(self, message: str, *, retry_in: float) -> None:
+        super().__init__(message)
+        self.retry_in = retry_in
+
+
+# The ``data`` of the JSON-RPC error a packaged server's runner answers a call with when the
+# instance ended under it (the call may or may not have had its effect).
+INSTANCE_ENDED = "toolbay/instance-ended"
+# The ``_meta`` key that tells a packaged server's runner who makes a call (an opaque id of
+# the calling principal); the runner removes it before the server sees the call. Sent to
+# Toolbay's own runners only.
+CALLER_META = "toolbay/caller"
+
+
 class ListenUnsupported(UpstreamUnavailable):
     """The upstream offers no standing GET stream (405)."""
 
@@ -270,7 +288,12 @@ class UpstreamSession:
                 answer["result"] = result
         except UpstreamError as exc:
             answer["error"] = {"code": exc.code, "message": exc.message}
-        await self._exchange(answer, None)
+        try:
+            await self._exchange(answer, None)
+        except (UpstreamUnavailable, _SessionExpired) as exc:
+            # The request's own stream says what became of it (a 404 here must not read as
+            # "the call never arrived", which would send it again).
+            log.warning("upstream %s: cannot deliver the answer to its %s: %s", self.endpoint.name, method, exc)
 
     # --- protocol ---------------------------------------------------------------------------
 
