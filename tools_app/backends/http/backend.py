@@ -163,22 +163,8 @@ def _validate_auth(auth: Any) -> None:
             '"auth" must be {"type": "bearer" | "basic" | "header", "secret": "<name>", ...} '
             'or {"type": "connection", "provider": "<name>", "scopes": [...]}'
         )
-    if auth["type"] == "token_exchange":
-        if set(auth) - {"type", "provider", "audience", "scopes"}:
-            raise BackendConfigError('"auth" of type token_exchange takes only "provider", "audience" and "scopes"')
-        if not isinstance(auth.get("provider"), str) or not isinstance(auth.get("audience"), str):
-            raise BackendConfigError('"auth" of type token_exchange needs "provider" and "audience" (strings)')
-        if not isinstance(auth.get("scopes", []), list) or not all(isinstance(s, str) for s in auth.get("scopes", [])):
-            raise BackendConfigError('"auth" "scopes" must be a list of strings')
-        return
-    if auth["type"] == "connection":
-        if set(auth) - {"type", "provider", "scopes"}:
-            raise BackendConfigError('"auth" of type connection takes only "provider" and "scopes"')
-        if not isinstance(auth.get("provider"), str) or not auth["provider"]:
-            raise BackendConfigError('"auth" of type connection needs "provider": the name of a connection provider')
-        scopes = auth.get("scopes", [])
-        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
-            raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
+    if auth["type"] in connections.USER_CREDENTIAL_TYPES:
+        connections.UserCredential.parse(auth)
         return
     if not isinstance(auth.get("secret"), str) or not auth["secret"]:
         raise BackendConfigError('"auth" needs "secret": the name of a stored secret')
@@ -197,10 +183,8 @@ def _validate_auth(auth: Any) -> None:
 
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
-    if isinstance(auth, dict) and auth.get("type") in ("connection", "token_exchange"):
-        if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
-            scope = "the platform's" if tenant_id is None else "this tenant's"
-            raise BackendConfigError(f"there is no connection provider named {auth['provider']!r} among {scope}")
+    if isinstance(auth, dict) and auth.get("type") in connections.USER_CREDENTIAL_TYPES:
+        connections.UserCredential.parse(auth).check_provider(tenant_id)
         return
     if isinstance(auth, dict) and isinstance(auth.get("secret"), str) and not secret_exists(tenant_id, auth["secret"]):
         scope = "the platform's" if tenant_id is None else "this tenant's"
@@ -344,19 +328,10 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext 
     secret_headers: set[str] = set()
     secret_values: list[str] = []
     auth = config.get("auth")
-    if auth and auth["type"] == "connection":
+    if auth and auth["type"] in connections.USER_CREDENTIAL_TYPES:
         if ctx is None:
-            raise BackendError("a connection credential needs a tool call (a user to act for)")
-        token = await connections.token_for(ctx, auth["provider"], list(auth.get("scopes", [])))
-        secret_values.append(token)
-        headers["Authorization"] = f"Bearer {token}"
-        secret_headers.add("authorization")
-    elif auth and auth["type"] == "token_exchange":
-        if ctx is None:
-            raise BackendError("a token exchange needs a tool call (a caller whose token is exchanged)")
-        token = await connections.exchanged_token_for(
-            ctx, auth["provider"], auth["audience"], list(auth.get("scopes", []))
-        )
+            raise BackendError("a user's own credential needs a tool call (a user to act for)")
+        token = await connections.UserCredential.parse(auth).token(ctx)
         secret_values.append(token)
         headers["Authorization"] = f"Bearer {token}"
         secret_headers.add("authorization")
@@ -584,10 +559,13 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
     auth = tool.backend_config.get("auth") or {}
     try:
         fetched, secrets = await _exchange(tool, arguments, ctx)
-        if fetched.status == 401 and auth.get("type") == "connection":
-            # The provider ended the grant, or the token expired early: refresh it (or
-            # forget the connection, so that the user is asked again) and send once more.
-            await connections.token_rejected(ctx, auth["provider"])
+        if (
+            fetched.status == 401
+            and auth.get("type") in connections.USER_CREDENTIAL_TYPES
+            and await connections.UserCredential.parse(auth).rejected(ctx)
+        ):
+            # The provider ended the grant, or the token expired early: refreshed (or the
+            # connection forgotten, so that the user is asked again); send once more.
             fetched, secrets = await _exchange(tool, arguments, ctx)
     except connections.ConnectionPending as pending:
         return {"content": [text_block(str(pending))], "isError": True}
