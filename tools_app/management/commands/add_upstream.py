@@ -4,7 +4,8 @@ that Toolbay installs and runs; import its tools and print one line per publishe
 Contract (scripts rely on it): ``add_upstream NAME --tenant SLUG (--npm PKG[@VERSION] |
 --pypi PKG[==VERSION] | --url URL | --command PROG [ARG ...] | --server-json FILE) [--arg A ...]
 [--env K=V ...] [--secret-env K=SECRET ...] [--allow-host HOST ...] [--prefix P] [--publish-all]
-[--grant] [--per-user] [--bearer-secret SECRET] [--user-credential JSON]``. Each published tool is one stdout line: ``published NAME`` followed by
+[--grant] [--per-user] [--bearer-secret SECRET] [--user-credential JSON]``. Each published tool is
+one stdout line: ``published NAME`` followed by
 two spaces and the upstream's name of the tool. Anything else (install, discovery) goes to stderr.
 A version left out is pinned to the newest one now. Exit status 1 with the reason on error; the
 server stays registered (its install error shows in the admin) when only its start failed.
