@@ -4,7 +4,8 @@
 //   {"issuer", "port", "module_dir", "accounts": {"alice": {...claims}}, "clients": [...],
 //    "jwks": {"keys": [private JWK]}, "access_token_seconds"}
 // Refresh tokens are issued to every client allowed the refresh_token grant (no offline_access
-// dance), revocation and introspection are on (the tests check that a disconnect revoked).
+// dance), revocation and introspection are on (the tests check that a disconnect revoked), and
+// the client credentials grant (a service's own token, e.g. Toolbay listing an upstream's tools).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -24,6 +25,7 @@ const provider = new Provider(config.issuer, {
     devInteractions: { enabled: true },
     revocation: { enabled: true },
     introspection: { enabled: true },
+    clientCredentials: { enabled: true },
   },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   // Every refresh rotates the refresh token; using a spent one again ends the grant (the
