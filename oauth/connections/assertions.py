@@ -18,7 +18,6 @@ from tools_app.backends.base import BackendError
 from tools_app.backends.connections import Caller
 
 
-
 def issuer(slug: str) -> str:
     return f"{public_base().rstrip('/')}/connect/{slug}"
 
