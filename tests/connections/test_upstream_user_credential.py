@@ -322,6 +322,43 @@ def test_the_session_that_asked_learns_on_another_process_that_the_link_was_foll
     _remember_connection_tokens()
 
 
+def test_a_grant_revoked_at_the_idp_asks_again_through_the_upstream(
+    conn_world: ConnWorld, upstream: IdpUpstream, orm: None
+) -> None:
+    """The upstream answers 401 to a token of a revoked grant: Toolbay tries a refresh, which the
+    IdP refuses, forgets the connection (audited) and asks bob to connect again; the call goes on."""
+    connection = Connection.objects.filter(tenant__slug=TENANT, user__username="bob").first()
+    if connection is None or not connection.refresh_token_sealed:
+        pytest.skip("bob has no connection with a refresh token to revoke")
+    refresh = unseal(connection.refresh_token_sealed)
+    revoked = httpx.post(
+        conn_world.idp.url("/token/revocation"), data={"token": refresh}, auth=(CLIENT_ID, CLIENT_SECRET), timeout=10
+    )
+    assert revoked.status_code == 200
+    refused_before = upstream.seen.statuses.count(401)
+    browser, asked = Browser("bob", PASSWORDS["bob"]), []
+
+    async def scenario() -> CallToolResult:
+        try:
+            return await _call(
+                conn_world.endpoint,
+                conn_world.keys["bob"],
+                "legacy",
+                "conn.whoami",
+                elicitation_callback=_following(browser, asked),
+            )
+        finally:
+            await browser.aclose()
+
+    assert _seen(asyncio.run(scenario()))["sub"] == "bob"
+    assert len(asked) == 1  # asked again, and connected again
+    assert upstream.seen.statuses.count(401) > refused_before  # the upstream refused the old token
+    assert AuditEvent.objects.filter(
+        object_type="oauth.Connection", changes__event=["", "refresh failed (invalid_grant)"]
+    ).exists()
+    _remember_connection_tokens()
+
+
 @pytest.fixture(scope="module")
 def signed_in_at_the_idp(
     conn_world: ConnWorld, upstream: IdpUpstream, django_db_blocker: Any
