@@ -353,6 +353,9 @@ class ConnectAttempt(models.Model):
     state = models.CharField(max_length=64, blank=True, db_index=True)
     code_verifier_sealed = models.TextField(blank=True)
     session_key = models.CharField(max_length=64, blank=True)
+    # The MCP session (2025-11-25) that was sent the link: told with
+    # notifications/elicitation/complete once the connection is stored.
+    mcp_session_id = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)

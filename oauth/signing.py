@@ -1,10 +1,11 @@
-"""The signing keys of each tenant's embedded authorization server (ES256, joserfc).
+"""The signing keys of each tenant (ES256, joserfc): its embedded authorization server's
+access tokens and its signed caller assertions (``oauth.connections.assertions``).
 
 A tenant has one key that signs (made on its first token) and names it in every token's
 ``kid``. Rotating (``manage.py oauth_rotate_signing_key --tenant SLUG``) retires it and makes
-a new one; a retired key stays published, and verifies, until the last token it signed has
-expired (``published_keys``), so a rotation never refuses a good token, and rotations may
-follow each other as often as needed.
+a new one that signs from then on; a retired key stays published, and verifies, until the
+last token or assertion it signed has expired (``published_keys``), so a rotation never
+refuses a good token, and rotations may follow each other as often as needed.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from oauth.sealing import seal, unseal
 from tenants.models import Tenant
 
 ALGORITHM = "ES256"
+# How long a signed caller assertion is good: long enough for one request to arrive, short
+# enough that a leaked one is soon useless.
+CALLER_ASSERTION_SECONDS = 60
 
 
 def _new_key(tenant: Tenant) -> SigningKey:
@@ -43,8 +47,9 @@ def _new_key(tenant: Tenant) -> SigningKey:
 
 
 def _verifies_since() -> datetime:
-    """A key retired before this moment signed no token that is still good."""
-    lifetime = settings.TOOLBAY_OAUTH_ACCESS_TOKEN_SECONDS + settings.TOOLBAY_OAUTH_CLOCK_SKEW_SECONDS
+    """A key retired before this moment signed no token (and no caller assertion) that is still good."""
+    longest = max(settings.TOOLBAY_OAUTH_ACCESS_TOKEN_SECONDS, CALLER_ASSERTION_SECONDS)
+    lifetime = longest + settings.TOOLBAY_OAUTH_CLOCK_SKEW_SECONDS
     return timezone.now() - timedelta(seconds=lifetime)
 
 

@@ -121,6 +121,12 @@ class Relay:
         if channel is not None:
             await self._layer.send(channel.decode(), messages.mcp_cancel())
 
+    async def session_notify(self, tenant_id: int, session_id: str, method: str, params: dict[str, Any]) -> None:
+        """A notification for a session as a whole, not for one of its calls (e.g.
+        ``notifications/elicitation/complete``): on its standalone stream, from any process."""
+        address = CallAddress(tenant_id, session_id, names.STANDALONE_STREAM, 0)
+        await self._standalone(address, jsonrpc.notification(method, params))
+
     async def _standalone(self, address: CallAddress, message: dict[str, Any]) -> None:
         await self._events.append(address.session_id, names.STANDALONE_STREAM, jsonrpc.dumps(message))
         wake = messages.session_events(address.tenant_id, address.session_id)

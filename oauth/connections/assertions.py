@@ -12,13 +12,10 @@ from asgiref.sync import sync_to_async
 from joserfc import jwt
 
 from oauth.connections.services import public_base
-from oauth.signing import ALGORITHM, signing_key
+from oauth.signing import ALGORITHM, CALLER_ASSERTION_SECONDS, signing_key
 from tenants.models import Tenant
 from tools_app.backends.base import BackendError
 from tools_app.backends.connections import Caller
-
-# Long enough for one request to arrive; short enough that a leaked one is soon useless.
-ASSERTION_SECONDS = 60
 
 
 def issuer(slug: str) -> str:
@@ -40,7 +37,7 @@ def _sign(caller: Caller, tool: str, call_id: str, audience: str) -> str:
         "call_id": call_id,
         "jti": call_id,
         "iat": now,
-        "exp": now + ASSERTION_SECONDS,
+        "exp": now + CALLER_ASSERTION_SECONDS,
     }
     if caller.oauth_subject:
         claims["oauth_sub"] = caller.oauth_subject

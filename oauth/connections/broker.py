@@ -57,9 +57,13 @@ def _connect_url(attempt_id: str, provider: ConnectionProvider, tenant_slug: str
     return f"{base}/connect/{tenant_slug}/{provider.name}/start/{attempt_id}"
 
 
-def _needed(caller: Caller, provider: ConnectionProvider, scopes: list[str]) -> ConnectionRequired:
+def _needed(
+    caller: Caller, provider: ConnectionProvider, scopes: list[str], session_id: str = ""
+) -> ConnectionRequired:
     wanted = list(dict.fromkeys([*provider.scopes, *scopes]))
-    attempt = services.attempt_create(caller=caller, provider=provider, scopes=wanted, user_id=owner_user_id(caller))
+    attempt = services.attempt_create(
+        caller=caller, provider=provider, scopes=wanted, user_id=owner_user_id(caller), session_id=session_id
+    )
     slug = Tenant.objects.filter(pk=caller.tenant_id).values_list("slug", flat=True).first() or ""
     return ConnectionRequired(
         provider.name, provider.display_name or provider.name, _connect_url(attempt.pk, provider, slug), attempt.pk
@@ -83,17 +87,19 @@ def _load(provider: ConnectionProvider, subject: str) -> Connection | None:
 
 
 class Broker:
-    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
+    async def access_token(
+        self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "", session_id: str = ""
+    ) -> Token:
         found = await sync_to_async(provider_named)(caller.tenant_id, provider)
         if found is None:
             raise await sync_to_async(_missing)(caller, provider)
         connection = await sync_to_async(_load)(found, caller.subject)
         if connection is None or not set(scopes) <= set(connection.scopes):
-            raise await sync_to_async(_needed)(caller, found, scopes)
+            raise await sync_to_async(_needed)(caller, found, scopes, session_id)
         if not _usable(connection):
             connection = await self._refresh(found, connection)
             if connection is None:
-                raise await sync_to_async(_needed)(caller, found, scopes)
+                raise await sync_to_async(_needed)(caller, found, scopes, session_id)
         await Connection.objects.filter(pk=connection.pk).aupdate(last_used_at=timezone.now())
         value = unseal(connection.access_token_sealed, name=f"connection to {provider}")
         return Token(value, f"{found.name}#{connection.pk} {connection.account}".strip())

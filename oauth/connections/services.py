@@ -19,6 +19,9 @@ from oauth.models import ConnectAttempt, Connection, ConnectionProvider
 from oauth.sealing import seal, unseal
 from tenants.models import Tenant
 from tools_app.backends.connections import Caller
+from tools_app.runs.delivery import relay
+
+ELICITATION_COMPLETE = "notifications/elicitation/complete"
 
 PLATFORM_SEGMENT = "_platform"
 PROVIDER_FIELDS = (
@@ -76,7 +79,7 @@ def provider_save(
 
 
 def attempt_create(
-    *, caller: Caller, provider: ConnectionProvider, scopes: list[str], user_id: int | None
+    *, caller: Caller, provider: ConnectionProvider, scopes: list[str], user_id: int | None, session_id: str = ""
 ) -> ConnectAttempt:
     # The caller's links that can no longer be used go when a new one is made.
     ConnectAttempt.objects.filter(provider=provider, subject=caller.subject, expires_at__lt=timezone.now()).delete()
@@ -87,6 +90,7 @@ def attempt_create(
         user_id=user_id,
         label=caller.label,
         scopes=scopes,
+        mcp_session_id=session_id[:100],
         expires_at=timezone.now() + timedelta(seconds=settings.TOOLBAY_CONNECT_LINK_SECONDS),
     )
 
@@ -171,7 +175,19 @@ def connection_store(*, attempt: ConnectAttempt, token: dict[str, Any], account:
         _snapshot(connection),
         {"event": ["", "connected"]},
     )
+    if attempt.mcp_session_id:
+        # MCP 2025-11-25: the session that was sent the link learns that it was followed, on
+        # whichever process holds its stream (the callback may land on any).
+        tenant_id, session_id, elicitation_id = attempt.tenant_id, attempt.mcp_session_id, attempt.pk
+        transaction.on_commit(lambda: _tell_session(tenant_id, session_id, elicitation_id))
     return connection
+
+
+def _tell_session(tenant_id: int, session_id: str, elicitation_id: str) -> None:
+    async def tell() -> None:  # the relay's Redis client belongs to the loop that runs it
+        await relay().session_notify(tenant_id, session_id, ELICITATION_COMPLETE, {"elicitationId": elicitation_id})
+
+    async_to_sync(tell)()
 
 
 def connection_refreshed(*, connection_id: int, token: dict[str, Any]) -> Connection:

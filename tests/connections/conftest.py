@@ -40,6 +40,9 @@ INSTALLER = ROOT / "tests" / "staff_auth" / "install_oidc_provider.sh"
 TENANT = "conn-a"
 PROVIDER = "idp"
 EXCHANGE_AUDIENCE = "https://upstream.example/mcp"
+# The audience of the tokens MCP clients present to Toolbay when the tenant's users sign in at
+# the IdP (the tenant trusts it as an issuer in test_upstream_user_credential).
+TOOLBAY_AUDIENCE = "https://toolbay.test/mcp/conn-a"
 CLIENT_ID = "toolbay-connections"
 CLIENT_SECRET = "connections-client-secret-Zq7Kx2Vb9Lm4Np8Rt3Wy"
 # The machine client of the OpenAPI tests (client credentials), and the provider they register
@@ -48,6 +51,9 @@ MACHINE_CLIENT_ID = "crm-machine"
 MACHINE_CLIENT_SECRET = "crm-machine-client-secret-Hs8Qw3Zr6Tn1Vb5K"
 API_SCOPE = "contacts:read"
 LATER_PROVIDER = "crm-elsewhere"
+# The upstream MCP server's own client at the IdP: it introspects the tokens it is sent.
+UPSTREAM_CLIENT_ID = "upstream-mcp"
+UPSTREAM_CLIENT_SECRET = "upstream-client-secret-Hc5Tn8Qw2Ej6Ry1Uk9Za"
 PASSWORDS = {"alice": "alice-password-0fK2", "bob": "bob-password-7hQ1"}
 ACCOUNTS = {"alice": {"name": "Alice"}, "bob": {"name": "Bob"}}
 
@@ -101,7 +107,7 @@ def _start_idp(workdir: Path, toolbay_url: str) -> tuple[Idp, Path]:
         "accounts": ACCOUNTS,
         "jwks": {"keys": [key.as_dict(private=True)]},
         "access_token_seconds": 600,
-        "exchange_audiences": [EXCHANGE_AUDIENCE],
+        "exchange_audiences": [EXCHANGE_AUDIENCE, TOOLBAY_AUDIENCE],
         "api_scopes": [API_SCOPE],
         "clients": [
             {
@@ -114,6 +120,7 @@ def _start_idp(workdir: Path, toolbay_url: str) -> tuple[Idp, Path]:
                 "grant_types": [
                     "authorization_code",
                     "refresh_token",
+                    "client_credentials",
                     "urn:ietf:params:oauth:grant-type:token-exchange",
                 ],
                 "response_types": ["code"],
@@ -125,6 +132,13 @@ def _start_idp(workdir: Path, toolbay_url: str) -> tuple[Idp, Path]:
                 "redirect_uris": [],
                 "response_types": [],
                 "scope": API_SCOPE,
+            },
+            {
+                "client_id": UPSTREAM_CLIENT_ID,
+                "client_secret": UPSTREAM_CLIENT_SECRET,
+                "grant_types": ["client_credentials"],
+                "response_types": [],
+                "redirect_uris": [],
             },
         ],
     }

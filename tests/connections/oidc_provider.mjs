@@ -6,7 +6,8 @@
 //    "api_scopes": [...]}
 // Refresh tokens are issued to every client allowed the refresh_token grant (no offline_access
 // dance), revocation and introspection are on (the tests check that a disconnect revoked), and
-// the client credentials grant (RFC 6749 4.4) for clients allowed it, with the API's scopes.
+// the client credentials grant (RFC 6749 4.4) for clients allowed it, with the API's scopes
+// (an API's machine client; Toolbay's own token to list an upstream's tools).
 // GET /_test/grants answers how many tokens each grant type issued, so that the tests can count
 // what Toolbay asked for.
 import { readFileSync } from 'node:fs';

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from mcp_platform.mcp.jsonrpc import JsonRpcError
-from tools_app.backends.base import BackendError, CallContext
+from tools_app.backends.base import BackendConfigError, BackendError, CallContext
 
 # MCP 2025-11-25: URLElicitationRequiredError (retired in 2026-07-28, where the client retries).
 URL_ELICITATION_REQUIRED = -32042
@@ -86,10 +87,13 @@ class ConnectionRequired(Exception):
 
 
 class ConnectionBroker(Protocol):
-    async def access_token(self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "") -> Token:
+    async def access_token(
+        self, caller: Caller, provider: str, scopes: list[str], *, call_id: str = "", session_id: str = ""
+    ) -> Token:
         """A valid access token of ``caller``'s connection (refreshed first when it is about
         to expire); raises ConnectionRequired, ProviderMissing, or BackendError when the
-        provider fails."""
+        provider fails. ``session_id``: the MCP session that will be told
+        (``notifications/elicitation/complete``) once the connect link it gets is completed."""
 
     async def is_connected(self, caller: Caller, provider: str) -> bool:
         """Whether the caller has a connection now (after they followed a connect link)."""
@@ -156,8 +160,9 @@ async def token_for(ctx: CallContext, provider: str, scopes: list[str]) -> str:
     broker = connection_broker()
     caller = caller_of(ctx)
     call_id = str(getattr(ctx, "call_id", ""))
+    session_id = ctx.elicitation_session() if hasattr(ctx, "elicitation_session") else ""
     try:
-        token = await broker.access_token(caller, provider, scopes, call_id=call_id)
+        token = await broker.access_token(caller, provider, scopes, call_id=call_id, session_id=session_id)
     except ConnectionRequired as needed:
         await ask_to_connect(ctx, needed)
         if not await broker.is_connected(caller, provider):
@@ -205,3 +210,84 @@ async def ask_to_connect(ctx: CallContext, needed: ConnectionRequired) -> None:
     if mode == "error":
         raise JsonRpcError(URL_ELICITATION_REQUIRED, needed.message, data={"elicitations": [params]})
     raise ConnectionPending(needed.message)
+
+
+# --- per-user credentials, as a backend's settings name them ------------------------------------
+
+USER_CREDENTIAL_TYPES = ("connection", "token_exchange")
+EXPECTED_PROVIDER_KEYS = ("authorization_url", "token_url", "openid_connect_url")
+
+
+def is_web_url(url: str) -> bool:
+    """An http(s) URL with a host and no credentials in it."""
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.username or parts.password)
+
+
+@dataclass(frozen=True)
+class UserCredential:
+    """A credential that is the calling user's own, not the tenant's: their connection at a
+    provider (``{"type": "connection", "provider": NAME, "scopes": [...]}``), or a token obtained
+    by RFC 8693 token exchange for their own OAuth token (``{"type": "token_exchange",
+    "provider": NAME, "audience": URL, "scopes": [...]}``). The same shape serves an HTTP tool's
+    ``auth`` and an upstream MCP server's ``user_credential``."""
+
+    type: str
+    provider: str
+    scopes: tuple[str, ...] = ()
+    audience: str = ""
+    # What an imported API description expects the provider to be (its authorization, token or
+    # discovery URLs), set by the OpenAPI importer when no registered provider matched: the
+    # provider may be registered later, and until then a call says what to register.
+    expected_provider: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, value: Any, *, what: str = '"auth"') -> UserCredential:
+        """Raises BackendConfigError, saying what is wrong, on a bad shape."""
+        if not isinstance(value, dict) or value.get("type") not in USER_CREDENTIAL_TYPES:
+            raise BackendConfigError(
+                f'{what} must be {{"type": "connection", "provider": "<name>", "scopes": [...]}} or '
+                f'{{"type": "token_exchange", "provider": "<name>", "audience": "<url>", "scopes": [...]}}'
+            )
+        kind = value["type"]
+        allowed = {"type", "provider", "scopes"} | ({"audience"} if kind == "token_exchange" else {"expected_provider"})
+        if set(value) - allowed:
+            raise BackendConfigError(f"{what} of type {kind} takes only {sorted(allowed - {'type'})}")
+        if not isinstance(value.get("provider"), str) or not value["provider"]:
+            raise BackendConfigError(f'{what} of type {kind} needs "provider": the name of a connection provider')
+        if kind == "token_exchange" and (not isinstance(value.get("audience"), str) or not value["audience"]):
+            raise BackendConfigError(f'{what} of type token_exchange needs "audience": the API the token is for')
+        scopes = value.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+            raise BackendConfigError(f'{what}: "scopes" must be a list of scope strings')
+        expected = value.get("expected_provider", {})
+        if not isinstance(expected, dict) or not all(
+            key in EXPECTED_PROVIDER_KEYS and isinstance(url, str) and is_web_url(url) for key, url in expected.items()
+        ):
+            keys = ", ".join(EXPECTED_PROVIDER_KEYS)
+            raise BackendConfigError(f'{what}: "expected_provider" maps {keys} to http(s) URLs')
+        return cls(kind, value["provider"], tuple(scopes), value.get("audience", ""), tuple(sorted(expected.items())))
+
+    def check_provider(self, tenant_id: int | None) -> None:
+        """Raises BackendConfigError when the tenant (or the platform) has no such provider
+        (unless an import expects it to be registered later)."""
+        if self.expected_provider:
+            return
+        if not connection_broker().provider_exists(tenant_id, self.provider):
+            scope = "the platform's" if tenant_id is None else "this tenant's"
+            raise BackendConfigError(f"there is no connection provider named {self.provider!r} among {scope}")
+
+    async def token(self, ctx: CallContext) -> str:
+        """The caller's token for this credential (asking them to connect when they have no
+        connection: see ``token_for``); raises ConnectionPending, JsonRpcError or BackendError."""
+        if self.type == "connection":
+            return await token_for(ctx, self.provider, list(self.scopes))
+        return await exchanged_token_for(ctx, self.provider, self.audience, list(self.scopes))
+
+    async def rejected(self, ctx: CallContext) -> bool:
+        """The API answered 401 to the token: True when asking again may help (a connection's
+        token is refreshed, or the connection forgotten so that the user is asked again)."""
+        if self.type != "connection":
+            return False
+        await token_rejected(ctx, self.provider)
+        return True

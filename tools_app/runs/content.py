@@ -30,7 +30,7 @@ from tools_app.backends.results import ToolError
 from tools_app.catalog.cache import VisibleSet, content_cache
 from tools_app.catalog.prompt_messages import render_messages
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec
-from tools_app.runs.context import ToolContext
+from tools_app.runs.context import ToolContext, caller_of
 
 MAX_COMPLETION_VALUES = 100
 
@@ -55,7 +55,10 @@ def _row(principal: Principal, requester: Requester, **fields: Any) -> dict[str,
 
 
 async def _backend(
-    entry: Any, operation: Callable[[Backend, ToolContext | None], Awaitable[Any]], requester: Requester | None
+    entry: Any,
+    operation: Callable[[Backend, ToolContext | None], Awaitable[Any]],
+    requester: Requester | None,
+    principal: Principal | None = None,
 ) -> Any:
     """Run ``operation`` on the entry's backend under the entry's timeout; errors become _Failed.
 
@@ -66,7 +69,9 @@ async def _backend(
     ctx = None
     if requester is not None and requester.link is not None:
         # A read or a prompt, not a tool call: no confirmation applies.
-        ctx = ToolContext(requester.link, tool_name=entry.name, confirmation="none")
+        # The caller too: an upstream that acts with each user's own credential needs them.
+        caller = caller_of(principal) if principal is not None else None
+        ctx = ToolContext(requester.link, tool_name=entry.name, confirmation="none", caller=caller)
     try:
         async with asyncio.timeout(entry.timeout_seconds):
             return await operation(backend, ctx)
@@ -108,7 +113,7 @@ async def read_resource(
             contents = await _static_contents(entry)
         else:
             contents = await _backend(
-                entry, lambda backend, ctx: backend.read_resource(entry, uri, variables, ctx=ctx), requester
+                entry, lambda backend, ctx: backend.read_resource(entry, uri, variables, ctx=ctx), requester, principal
             )
         if not contents:
             raise _Failed(Outcome.FAILED, "the backend returned no content")
@@ -145,7 +150,7 @@ async def get_prompt(
         )
         raise JsonRpcError(INVALID_PARAMS, message)
     try:
-        result = await _prompt_result(prompt, arguments, requester)
+        result = await _prompt_result(prompt, arguments, requester, principal)
     except (InputRequired, MissingClientCapability) as asked:
         await journal.append(_row(principal, requester, **_asked(asked, clock), **row))
         raise
@@ -158,7 +163,9 @@ async def get_prompt(
     return result
 
 
-async def _prompt_result(prompt: PromptSpec, arguments: dict[str, str], requester: Requester) -> dict[str, Any]:
+async def _prompt_result(
+    prompt: PromptSpec, arguments: dict[str, str], requester: Requester, principal: Principal | None = None
+) -> dict[str, Any]:
     declared = {argument["name"] for argument in prompt.arguments}
     given = {name: value for name, value in arguments.items() if name in declared}
     if prompt.backend_kind == "template":
@@ -166,7 +173,9 @@ async def _prompt_result(prompt: PromptSpec, arguments: dict[str, str], requeste
         result: dict[str, Any] = {}
     else:
         result = dict(
-            await _backend(prompt, lambda backend, ctx: backend.get_prompt(prompt, given, ctx=ctx), requester)
+            await _backend(
+                prompt, lambda backend, ctx: backend.get_prompt(prompt, given, ctx=ctx), requester, principal
+            )
         )
         messages = result.pop("messages")
     if not isinstance(messages, list) or not messages:

@@ -16,6 +16,7 @@ from typing import Any
 from audit.models import ConfirmationOutcome, Outcome
 from mcp_platform.mcp import loglevels
 from mcp_platform.mcp.calls import CallLink, ClientRequestError, ContinueAsTask, MissingClientCapability
+from tenants.principal import Principal
 from tools_app.backends import connections
 from tools_app.backends.results import ToolError
 
@@ -35,6 +36,20 @@ class Caller:
     # The OAuth caller's own token, for RFC 8693 token exchange; in-process calls only (a
     # worker's caller has none: the token is never queued).
     bearer: str = field(default="", repr=False, compare=False)
+
+
+def caller_of(principal: Principal) -> Caller:
+    """Who calls, from the request's principal (in-process calls, reads and prompts)."""
+    return Caller(
+        tenant_id=principal.tenant_id,
+        label=principal.label,
+        key_id=principal.key_id,
+        oauth_subject=principal.oauth_subject,
+        subject=principal.subject,
+        grant_id=principal.grant_id,
+        oauth_issuer=principal.oauth_issuer,
+        bearer=principal.bearer,
+    )
 
 
 @dataclass(frozen=True)
@@ -210,6 +225,15 @@ class ToolContext:
         if isinstance(declared, dict) and self._link.protocol_version == "2025-11-25":
             return "error"
         return "none"
+
+    def elicitation_session(self) -> str:
+        """The session to tell with ``notifications/elicitation/complete`` once a URL-mode
+        elicitation of this call is done: a 2025-11-25 session that can get the URL (by
+        request or by -32042); "" elsewhere (2026-07-28 has no such notification: the
+        client retries)."""
+        if self._link.stateless or self._link.protocol_version != "2025-11-25" or not self._link.session_id:
+            return ""
+        return self._link.session_id if self.url_elicitation() != "none" else ""
 
     async def elicit_url(self, params: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
         """Send the user to ``params["url"]`` (URL-mode elicitation); returns ``{action}``."""

@@ -29,7 +29,7 @@ from tools_app.catalog.cache import CatalogCache, VisibleSet
 from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import content, limits
-from tools_app.runs.context import Caller, ToolContext
+from tools_app.runs.context import ToolContext, caller_of
 from tools_app.runs.delivery import relay
 from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
 from tools_app.runs.execution import argument_problem, execute
@@ -394,19 +394,6 @@ class PlatformToolHost:
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return cast(Task, task_view(run))
-
-
-def caller_of(principal: Principal) -> Caller:
-    return Caller(
-        tenant_id=principal.tenant_id,
-        label=principal.label,
-        key_id=principal.key_id,
-        oauth_subject=principal.oauth_subject,
-        subject=principal.subject,
-        grant_id=principal.grant_id,
-        oauth_issuer=principal.oauth_issuer,
-        bearer=principal.bearer,
-    )
 
 
 def _auth_error(exc: AuthFailure) -> AuthError:

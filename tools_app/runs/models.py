@@ -40,6 +40,10 @@ class ToolRun(models.Model):
     credential_label = models.CharField(max_length=150, blank=True)
     oauth_subject = models.CharField(max_length=255, blank=True)
     oauth_client = models.CharField(max_length=255, blank=True)
+    # Whom the caller's connections belong to on the worker (the connect link a run hands out
+    # is for the Toolbay user behind the caller's token). The token itself is never queued.
+    oauth_issuer = models.CharField(max_length=500, blank=True)
+    grant_id = models.CharField(max_length=64, blank=True)
     tool = models.ForeignKey(Tool, null=True, on_delete=models.SET_NULL, related_name="runs")
     tool_name = models.CharField(max_length=128)
     tool_version = models.PositiveIntegerField()

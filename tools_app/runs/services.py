@@ -56,6 +56,8 @@ def run_create(
         credential_label=principal.label,
         oauth_subject=principal.oauth_subject,
         oauth_client=principal.oauth_client,
+        oauth_issuer=principal.oauth_issuer[:500],
+        grant_id=principal.grant_id[:64],
         tool_id=tool.id,
         tool_name=tool.name,
         tool_version=tool.version,
@@ -150,6 +152,7 @@ async def finish_and_signal(
     run: ToolRun | None = None,
     outcome: Outcome | None = None,
     confirmation: dict[str, Any] | None = None,
+    connection: str = "",
 ) -> bool:
     """Record the outcome and, if this caller recorded it, deliver it and log the invocation.
     Returns whether it did.
@@ -167,11 +170,17 @@ async def finish_and_signal(
         run.status, run.result, run.error, run.status_message = status, result, error, message
         run.updated_at = run.finished_at = timezone.now()
     await deliver_outcome(run)
-    await sync_to_async(record_run)(run, outcome or Outcome(status), message, confirmation or {})
+    await sync_to_async(record_run)(run, outcome or Outcome(status), message, confirmation or {}, connection)
     return True
 
 
-def record_run(run: ToolRun, outcome: Outcome, message: str = "", confirmation: dict[str, Any] | None = None) -> None:
+def record_run(
+    run: ToolRun,
+    outcome: Outcome,
+    message: str = "",
+    confirmation: dict[str, Any] | None = None,
+    connection: str = "",
+) -> None:
     """The invocation row of a background run or MCP task, once it ended. Its call id is the
     run's, so the run is recorded once however often its outcome is delivered."""
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
@@ -203,6 +212,7 @@ def record_run(run: ToolRun, outcome: Outcome, message: str = "", confirmation: 
             duration_ms=round((finished - began).total_seconds() * 1000, 3),
             run_id=run.id,
             is_task=run.is_task,
+            connection=connection,
             **(confirmation or {}),
         )
     )

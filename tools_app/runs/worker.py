@@ -115,11 +115,15 @@ def caller_of(run: ToolRun) -> Caller:
         oauth_subject=run.oauth_subject,
         run_id=run.id,
         subject=run.subject,
+        oauth_issuer=run.oauth_issuer,
+        grant_id=run.grant_id,
     )
 
 
 async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
-    ctx = ToolContext(link, tool_name=tool.name, confirmation=run.confirmation, caller=caller_of(run))
+    ctx = ToolContext(
+        link, tool_name=tool.name, confirmation=run.confirmation, caller=caller_of(run), call_id=f"run-{run.id}"
+    )
     work = asyncio.ensure_future(execute(tool, run.arguments, ctx))
     cancelled = asyncio.ensure_future(link.cancelled.wait())
     await asyncio.wait({work, cancelled}, return_when=asyncio.FIRST_COMPLETED)
@@ -134,7 +138,7 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
         except MissingClientCapability as exc:
             await _fail(run, missing_capability(exc.capability), Outcome.DENIED)
             return
-        except JsonRpcError as exc:  # the handler ended the call with a protocol error
+        except JsonRpcError as exc:  # the handler ended the call with a protocol error (-32042 too)
             await _fail(run, exc, Outcome.FAILED)
             return
         # A legacy (2025-11-25) task whose tool reports an error has failed; a 2026-07-28
@@ -149,6 +153,7 @@ async def _supervise(run: ToolRun, tool: ToolSpec, link: RelayCallLink) -> None:
             run=run,
             outcome=ctx.outcome,
             confirmation=_confirmation_fields(ctx),
+            connection=ctx.connection_used,
         )
         if not ctx.handler_returned.is_set():
             # execute() gave up at the timeout; the handler was told (its task cancelled) but

@@ -86,7 +86,6 @@ CONFIG_KEYS = {
 }
 ASSERTION_HEADER = "Toolbay-Caller-Assertion"
 AUTH_TYPES = ("bearer", "basic", "header", "connection", "token_exchange", "oauth2_client_credentials")
-EXPECTED_PROVIDER_KEYS = ("authorization_url", "token_url", "openid_connect_url")
 PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.-]+|\$arguments)\}")
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 # Headers the transport owns; letting a tool set them would break framing or routing.
@@ -173,37 +172,14 @@ def _validate_auth(auth: Any) -> None:
             '{"type": "connection", "provider": "<name>", "scopes": [...]} or {"type": '
             '"oauth2_client_credentials", "token_url": "<url>", "client_id": "<id>", "secret": "<name>"}'
         )
-    if auth["type"] == "token_exchange":
-        if set(auth) - {"type", "provider", "audience", "scopes"}:
-            raise BackendConfigError('"auth" of type token_exchange takes only "provider", "audience" and "scopes"')
-        if not isinstance(auth.get("provider"), str) or not isinstance(auth.get("audience"), str):
-            raise BackendConfigError('"auth" of type token_exchange needs "provider" and "audience" (strings)')
-        if not isinstance(auth.get("scopes", []), list) or not all(isinstance(s, str) for s in auth.get("scopes", [])):
-            raise BackendConfigError('"auth" "scopes" must be a list of strings')
-        return
-    scopes = auth.get("scopes", [])
-    if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
-        raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
-    if auth["type"] == "connection":
-        if set(auth) - {"type", "provider", "scopes", "expected_provider"}:
-            raise BackendConfigError(
-                '"auth" of type connection takes only "provider", "scopes" and "expected_provider"'
-            )
-        if not isinstance(auth.get("provider"), str) or not auth["provider"]:
-            raise BackendConfigError('"auth" of type connection needs "provider": the name of a connection provider')
-        expected = auth.get("expected_provider", {})
-        if not isinstance(expected, dict) or not all(
-            key in EXPECTED_PROVIDER_KEYS and isinstance(url, str) and _is_web_url(url) for key, url in expected.items()
-        ):
-            raise BackendConfigError(
-                f'"auth": "expected_provider" maps {", ".join(EXPECTED_PROVIDER_KEYS)} to http(s) URLs'
-            )
+    if auth["type"] in connections.USER_CREDENTIAL_TYPES:
+        connections.UserCredential.parse(auth)
         return
     if auth["type"] == "oauth2_client_credentials":
         allowed = {"type", "token_url", "client_id", "secret", "scopes", "auth_method", "audience"}
         if set(auth) - allowed:
             raise BackendConfigError(f'"auth" of type oauth2_client_credentials takes only {sorted(allowed)}')
-        if not isinstance(auth.get("token_url"), str) or not _is_web_url(auth["token_url"]):
+        if not isinstance(auth.get("token_url"), str) or not connections.is_web_url(auth["token_url"]):
             raise BackendConfigError('"auth": "token_url" must be the http(s) URL of the token endpoint')
         if not isinstance(auth.get("client_id"), str) or not auth["client_id"]:
             raise BackendConfigError('"auth": "client_id" must be the OAuth client ID')
@@ -230,19 +206,10 @@ def _validate_auth(auth: Any) -> None:
             raise BackendConfigError('"auth": "prefix" must be a string')
 
 
-def _is_web_url(url: str) -> bool:
-    parts = urlsplit(url)
-    return parts.scheme in ("http", "https") and bool(parts.hostname) and not (parts.username or parts.password)
-
-
 def check_references(config: dict[str, Any], *, tenant_id: int | None) -> None:
     auth = config.get("auth")
-    if isinstance(auth, dict) and auth.get("type") in ("connection", "token_exchange"):
-        if "expected_provider" in auth:
-            return  # it may be registered later: until then a call says what to register
-        if not connections.connection_broker().provider_exists(tenant_id, auth["provider"]):
-            scope = "the platform's" if tenant_id is None else "this tenant's"
-            raise BackendConfigError(f"there is no connection provider named {auth['provider']!r} among {scope}")
+    if isinstance(auth, dict) and auth.get("type") in connections.USER_CREDENTIAL_TYPES:
+        connections.UserCredential.parse(auth).check_provider(tenant_id)
         return
     if isinstance(auth, dict) and isinstance(auth.get("secret"), str) and not secret_exists(tenant_id, auth["secret"]):
         scope = "the platform's" if tenant_id is None else "this tenant's"
@@ -386,19 +353,10 @@ async def prepare(tool: HttpTarget, arguments: dict[str, Any], ctx: CallContext 
     secret_headers: set[str] = set()
     secret_values: list[str] = []
     auth = config.get("auth")
-    if auth and auth["type"] == "connection":
+    if auth and auth["type"] in connections.USER_CREDENTIAL_TYPES:
         if ctx is None:
-            raise BackendError("a connection credential needs a tool call (a user to act for)")
-        token = await connections.token_for(ctx, auth["provider"], list(auth.get("scopes", [])))
-        secret_values.append(token)
-        headers["Authorization"] = f"Bearer {token}"
-        secret_headers.add("authorization")
-    elif auth and auth["type"] == "token_exchange":
-        if ctx is None:
-            raise BackendError("a token exchange needs a tool call (a caller whose token is exchanged)")
-        token = await connections.exchanged_token_for(
-            ctx, auth["provider"], auth["audience"], list(auth.get("scopes", []))
-        )
+            raise BackendError("a user's own credential needs a tool call (a user to act for)")
+        token = await connections.UserCredential.parse(auth).token(ctx)
         secret_values.append(token)
         headers["Authorization"] = f"Bearer {token}"
         secret_headers.add("authorization")
@@ -631,10 +589,13 @@ async def call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> A
     auth = tool.backend_config.get("auth") or {}
     try:
         fetched, secrets = await _exchange(tool, arguments, ctx)
-        if fetched.status == 401 and auth.get("type") == "connection":
-            # The provider ended the grant, or the token expired early: refresh it (or
-            # forget the connection, so that the user is asked again) and send once more.
-            await connections.token_rejected(ctx, auth["provider"])
+        if (
+            fetched.status == 401
+            and auth.get("type") in connections.USER_CREDENTIAL_TYPES
+            and await connections.UserCredential.parse(auth).rejected(ctx)
+        ):
+            # The provider ended the grant, or the token expired early: refreshed (or the
+            # connection forgotten, so that the user is asked again); send once more.
             fetched, secrets = await _exchange(tool, arguments, ctx)
         elif fetched.status == 401 and auth.get("type") == "oauth2_client_credentials":
             # Revoked, or expired before its expires_in: a new token, and once more.

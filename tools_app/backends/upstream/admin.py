@@ -66,6 +66,14 @@ class UpstreamServerForm(forms.ModelForm[UpstreamServer]):
     env_secrets = PrettyJSONField(
         required=False, empty={}, rows=3, help_text='Values from this tenant\'s secrets: {"API_KEY": "secret-name"}.'
     )
+    user_credential = PrettyJSONField(
+        required=False,
+        empty={},
+        rows=3,
+        help_text='Calls act as the calling user: {"type": "connection", "provider": "github", "scopes": ["repo"]} '
+        'or {"type": "token_exchange", "provider": "idp", "audience": "https://mcp.example.com"}. Empty: '
+        "every call uses the credential above.",
+    )
     allow_hosts = PrettyJSONField(
         required=False, empty=[], rows=2, help_text='Hosts it may reach, e.g. ["api.github.com"]; empty: no network.'
     )
@@ -131,7 +139,14 @@ class UpstreamServerAdmin(TenantScopedAdmin):
                 )
             },
         ),
-        ("Authentication", {"fields": ("auth", "auth_header", "secret")}),
+        (
+            "Authentication",
+            {
+                "fields": ("auth", "auth_header", "secret", "user_credential"),
+                "description": "The credential above lists the server's tools (import, refresh, the listener: no "
+                "user is involved). With a user credential, calls send the calling user's own token instead.",
+            },
+        ),
         (
             "Import",
             {

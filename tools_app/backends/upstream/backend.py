@@ -21,6 +21,13 @@ Resources, resource templates and prompts imported from an upstream name it the 
 ``{"upstream": <id>, "uri_template": "<its template>"}`` for a template (a read passes the
 URI on as it is) and ``{"upstream": <id>, "prompt": "<its name>"}`` for a prompt;
 completions are asked of the upstream too.
+
+An upstream with a ``user_credential`` gets each caller's own token on calls, reads and
+prompts (``as_caller``), over a session of that user's own; a caller without a connection is
+asked to make one exactly as for an HTTP tool (URL-mode elicitation, -32042, or an
+``isError`` result with the link). The listing of the upstream's tools (import, refresh, the
+listener) runs without a user and uses the server's own (service) credential; completions,
+which have no caller either, are not asked of such an upstream (none are offered).
 """
 
 from __future__ import annotations
@@ -30,15 +37,18 @@ import contextlib
 import hashlib
 import logging
 import secrets
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from mcp_platform import tracing
+from tools_app.backends import connections
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, ContentEntry, Feature
-from tools_app.backends.results import ToolError
+from tools_app.backends.results import ToolError, text_block
 from tools_app.backends.upstream.client import (
     CALLER_META,
     INSTANCE_ENDED,
+    USER_SCOPE,
     InstanceRestarting,
     UpstreamEndpoint,
     UpstreamError,
@@ -181,6 +191,60 @@ async def _fresh_instance(
         await asyncio.sleep(FRESH_POLL_SECONDS)
 
 
+async def as_caller(endpoint: UpstreamEndpoint, ctx: CallContext | None) -> UpstreamEndpoint:
+    """The endpoint as the calling user reaches it: with their own token in place of the
+    service credential, and a session scope of their own; the endpoint itself when the
+    upstream has no ``user_credential``. Raises ConnectionPending, JsonRpcError (-32042) or
+    BackendError, as an HTTP tool's connection does."""
+    credential = endpoint.user_credential
+    if credential is None:
+        return endpoint
+    if ctx is None:
+        raise BackendError(f"upstream server {endpoint.name} acts with each user's own credential: it needs a caller")
+    caller = connections.caller_of(ctx)
+    token = await credential.token(ctx)
+    user = hashlib.sha256(f"{caller.tenant_id}:{caller.subject}".encode()).hexdigest()[:32]
+    return replace(
+        endpoint,
+        headers=(("Authorization", f"Bearer {token}"),),
+        secret_values=(*endpoint.secret_values, token),
+        scope=f"{USER_SCOPE}{user}",
+    )
+
+
+async def _token_refused(endpoint: UpstreamEndpoint, exc: UpstreamUnavailable, ctx: CallContext | None) -> bool:
+    """The upstream refused the user's token (401) and asking again may help: the token was
+    refreshed, or the connection forgotten so that the user is asked to connect again."""
+    credential = endpoint.user_credential
+    return exc.status == 401 and credential is not None and ctx is not None and await credential.rejected(ctx)
+
+
+async def _send(
+    entry: Any,
+    ctx: CallContext | None,
+    send: Callable[[UpstreamEndpoint], Awaitable[dict[str, Any]]],
+    refused: Callable[[str, str, int], Exception],
+) -> dict[str, Any]:
+    """``send`` over the caller's endpoint; sent again, once, to a packaged server's instance
+    that answers now (the one this process knew is gone, so the call never reached it), or
+    with a fresh token when the upstream refused the user's. An upstream's JSON-RPC error
+    becomes ``refused(name, message, code)``, an unreachable upstream a retryable BackendError."""
+    config = entry.backend_config
+    endpoint = await as_caller(await _endpoint(config["upstream"], entry.tenant_id, ctx), ctx)
+    try:
+        try:
+            return await send(endpoint)
+        except UpstreamUnavailable as exc:
+            if not (_instance_gone(endpoint, exc) or await _token_refused(endpoint, exc, ctx)):
+                raise
+            endpoint = await as_caller(await _endpoint(config["upstream"], entry.tenant_id, ctx), ctx)
+            return await send(endpoint)
+    except UpstreamError as exc:
+        raise refused(endpoint.name, redact(exc.message, endpoint.secret_values), exc.code) from None
+    except UpstreamUnavailable as exc:
+        raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
+
+
 async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> Any:
     config = tool.backend_config
     if config.get("withdrawn"):
@@ -225,13 +289,14 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
 
     async def send_located(endpoint: UpstreamEndpoint) -> dict[str, Any]:
         try:
-            return await send(endpoint)
+            return await send(await as_caller(endpoint, ctx))
         except UpstreamUnavailable as exc:
-            if not _instance_gone(endpoint, exc):
+            if not (_instance_gone(seen[-1], exc) or await _token_refused(seen[-1], exc, ctx)):
                 raise
-            # The packaged instance this process knew was stopped (idle) or replaced: the call
-            # never reached it, so it goes to the instance that answers now.
-            return await send(await _located(upstream_id, tool.tenant_id, ctx))
+            # The packaged instance this process knew was stopped (idle) or replaced, so the
+            # call never reached it; or the upstream refused the user's token, now refreshed:
+            # once more, to the instance that answers now, with the caller's token as it is now.
+            return await send(await as_caller(await _located(upstream_id, tool.tenant_id, ctx), ctx))
 
     # A read-only tool is idempotent too (MCP defines idempotentHint for tools that write).
     retry_fresh = bool(tool.annotations.get("idempotentHint") or tool.annotations.get("readOnlyHint"))
@@ -261,6 +326,8 @@ async def _call(tool: ToolSpec, arguments: dict[str, Any], ctx: CallContext) -> 
         raise ToolError(
             f"The upstream server {endpoint.name} refused the call: {message} (error {exc.code})."
         ) from None
+    except connections.ConnectionPending as pending:
+        return {"content": [text_block(str(pending))], "isError": True}
     except InstanceRestarting as exc:
         # Not retryable by the runtime: within the back-off a retry would fail the same way.
         raise BackendError(str(exc)) from None
@@ -301,25 +368,19 @@ def validate_prompt_config(config: dict[str, Any]) -> None:
 async def _upstream_request(
     entry: Any, method: str, params: dict[str, Any], ctx: CallContext | None = None
 ) -> dict[str, Any]:
-    config = entry.backend_config
-    if config.get("withdrawn"):
+    if entry.backend_config.get("withdrawn"):
         raise BackendError("the upstream server no longer offers it")
-    endpoint = await _endpoint(config["upstream"], entry.tenant_id, ctx)
+
+    async def send(endpoint: UpstreamEndpoint) -> dict[str, Any]:
+        return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
+
+    def refused(name: str, message: str, code: int) -> Exception:
+        return BackendError(f"the upstream server {name} refused it: {message} (error {code})")
+
     try:
-        try:
-            return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
-        except UpstreamUnavailable as exc:
-            if not _instance_gone(endpoint, exc):
-                raise
-            endpoint = await _endpoint(config["upstream"], entry.tenant_id, ctx)
-            return await shared_session(endpoint).request(method, params, timeout=entry.timeout_seconds)
-    except UpstreamError as exc:
-        raise BackendError(
-            f"the upstream server {endpoint.name} refused it: {redact(exc.message, endpoint.secret_values)} "
-            f"(error {exc.code})"
-        ) from None
-    except UpstreamUnavailable as exc:
-        raise BackendError(f"upstream server {endpoint.name}: {exc}", retryable=True) from None
+        return await _send(entry, ctx, send, refused)
+    except connections.ConnectionPending as pending:
+        raise BackendError(str(pending)) from None
 
 
 async def read_resource(

@@ -8,7 +8,10 @@ rules as an HTTP tool, and responses are capped like theirs.
 
 Sessions are shared by all calls of a process to the same upstream (Streamable HTTP
 allows concurrent requests on one session) and re-initialized when the upstream forgets
-them (404).
+them (404). An upstream whose calls carry each user's own token (``user_credential``) gets a
+session per user (``scope`` names the user): users never share a session or a token, and an
+upstream that binds its sessions to the credential that made them (the SDK's servers do)
+sees each user's session used only with that user's token.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import httpx
 from django.conf import settings
 
+from tools_app.backends.connections import UserCredential
 from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
 from tools_app.backends.vault import redact
 
@@ -109,6 +113,9 @@ class UpstreamEndpoint:
     per_user: bool = False
     scope: str = ""
     internal: bool = False
+    # Calls send the calling user's own token instead of ``headers`` (see backend.as_caller);
+    # ``headers`` stay the service credential that lists the upstream's tools.
+    user_credential: UserCredential | None = None
 
 
 @dataclass
@@ -453,10 +460,17 @@ def internal_client() -> httpx.AsyncClient:
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[UpstreamEndpoint, UpstreamSession]] = (
     weakref.WeakKeyDictionary()
 )
+USER_SCOPE = "user:"
+# Per-user sessions a process keeps per event loop; beyond it the least recently used is ended
+# (its user's next call initializes again: one round trip). Each costs a few KiB here and a
+# session at the upstream, so a process serving many users must not keep all of them.
+USER_SESSIONS_KEPT = 500
+_closing: set[asyncio.Task[None]] = set()
 
 
 def shared_session(endpoint: UpstreamEndpoint) -> UpstreamSession:
-    """The process's session with this upstream (per event loop; new settings, new session)."""
+    """The process's session with this upstream (per event loop; new settings, new session),
+    for each user their own when ``endpoint.scope`` names one."""
     loop = asyncio.get_running_loop()
     sessions = _sessions.setdefault(loop, {})
     session = sessions.get(endpoint)
@@ -464,4 +478,16 @@ def shared_session(endpoint: UpstreamEndpoint) -> UpstreamSession:
         for stale in [e for e in sessions if (e.id, e.scope) == (endpoint.id, endpoint.scope)]:
             del sessions[stale]
         session = sessions[endpoint] = UpstreamSession(endpoint)
+        if endpoint.scope.startswith(USER_SCOPE):
+            _evict_users(sessions)
+    elif endpoint.scope.startswith(USER_SCOPE):
+        sessions[endpoint] = sessions.pop(endpoint)  # most recently used last
     return session
+
+
+def _evict_users(sessions: dict[UpstreamEndpoint, UpstreamSession]) -> None:
+    users = [endpoint for endpoint in sessions if endpoint.scope.startswith(USER_SCOPE)]
+    for endpoint in users[: max(0, len(users) - USER_SESSIONS_KEPT)]:
+        task = asyncio.get_running_loop().create_task(sessions.pop(endpoint).close())
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)

@@ -81,7 +81,9 @@ def published_tools(upstream: UpstreamServer) -> QuerySet[Tool]:
 
 
 def endpoint_of(upstream: UpstreamServer) -> UpstreamEndpoint:
-    """Connection settings with the decrypted credential; raises SecretUnavailable.
+    """Connection settings with the decrypted credential (the service credential, which lists
+    the upstream's tools; a server with a ``user_credential`` sends each caller's own token on
+    calls instead); raises SecretUnavailable.
 
     For a packaged server this is only its identity (``packaged``, no URL): where its
     instance answers is found per call (``locate_instance``)."""
@@ -114,6 +116,7 @@ def endpoint_of(upstream: UpstreamServer) -> UpstreamEndpoint:
         headers=tuple(headers),
         secret_values=secret_values,
         timeout_seconds=settings.TOOLBAY_UPSTREAM_TIMEOUT_SECONDS,
+        user_credential=upstream.user_credential_spec,
     )
 
 

@@ -10,6 +10,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 
 from tenants.models import Tenant
+from tools_app.backends.base import BackendConfigError
+from tools_app.backends.connections import UserCredential
 from tools_app.backends.models import NAME_VALIDATOR, BackendSecret, named, owned_by
 from tools_app.catalog.models import unique_per_catalog
 from tools_app.catalog.validation import check_string_list
@@ -104,6 +106,14 @@ class UpstreamServer(models.Model):
         related_name="upstream_servers",
         help_text="The credential, from the secrets of the same tenant.",
     )
+    user_credential = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Calls send the calling user\'s own token instead: {"type": "connection", "provider": '
+        '"<provider>", "scopes": [...]} (their connection) or {"type": "token_exchange", "provider": '
+        '"<provider>", "audience": "<the server\'s audience>", "scopes": [...]} (RFC 8693). Listing the '
+        "server's tools (import, refresh, the listener) still uses the credential above.",
+    )
     tool_prefix = models.CharField(
         max_length=40,
         blank=True,
@@ -158,12 +168,29 @@ class UpstreamServer(models.Model):
             errors["auth_header"] = "Name the header that carries the secret."
         if self.secret_id is not None and self.secret is not None and self.secret.tenant_id != self.tenant_id:
             errors["secret"] = "Use a secret of the same tenant (or a platform secret for a platform server)."
+        if self.user_credential:
+            problem = self._user_credential_problem()
+            if problem:
+                errors["user_credential"] = problem
         try:
             check_string_list(self.tags, what="Tags")
         except ValidationError as exc:
             errors["tags"] = exc.messages
         if errors:
             raise ValidationError(errors)
+
+    def _user_credential_problem(self) -> str:
+        if self.packaged:
+            return "A packaged server takes credentials as environment values; a user's credential needs a URL."
+        try:
+            UserCredential.parse(self.user_credential, what="The user credential").check_provider(self.tenant_id)
+        except BackendConfigError as exc:
+            return str(exc)
+        return ""
+
+    @property
+    def user_credential_spec(self) -> UserCredential | None:
+        return UserCredential.parse(self.user_credential) if self.user_credential else None
 
     @property
     def packaged(self) -> bool:

@@ -4,7 +4,8 @@ that Toolbay installs and runs; import its tools and print one line per publishe
 Contract (scripts rely on it): ``add_upstream NAME --tenant SLUG (--npm PKG[@VERSION] |
 --pypi PKG[==VERSION] | --url URL | --command PROG [ARG ...] | --server-json FILE) [--arg A ...]
 [--env K=V ...] [--secret-env K=SECRET ...] [--allow-host HOST ...] [--prefix P] [--publish-all]
-[--grant] [--per-user]``. Each published tool is one stdout line: ``published NAME`` followed by
+[--grant] [--per-user] [--bearer-secret SECRET] [--user-credential JSON]``. Each published tool is
+one stdout line: ``published NAME`` followed by
 two spaces and the upstream's name of the tool. Anything else (install, discovery) goes to stderr.
 A version left out is pinned to the newest one now. Exit status 1 with the reason on error; the
 server stays registered (its install error shows in the admin) when only its start failed.
@@ -23,6 +24,7 @@ from django.db import transaction
 
 from mcp_platform.commands import AuditedCommand
 from tenants.models import Tenant
+from tools_app.backends.models import BackendSecret
 from tools_app.backends.packaged.install import InstallError, latest_version
 from tools_app.backends.packaged.launch import install_server
 from tools_app.backends.packaged.registry_json import RegistryProblem, read_server_json
@@ -68,6 +70,18 @@ class Command(AuditedCommand):
         parser.add_argument("--publish-all", action="store_true", help="Publish every tool it offers, now and later.")
         parser.add_argument("--grant", action="store_true", help="Allow the tenant to see and call its tools.")
         parser.add_argument("--per-user", action="store_true", help="One instance per user instead of per tenant.")
+        parser.add_argument(
+            "--bearer-secret",
+            metavar="SECRET",
+            help="The tenant's secret sent as a bearer token (a URL server): the service credential that lists "
+            "its tools, and calls it unless --user-credential is given.",
+        )
+        parser.add_argument(
+            "--user-credential",
+            metavar="JSON",
+            help='Calls send each user\'s own token: \'{"type": "connection", "provider": "P"}\' or '
+            '\'{"type": "token_exchange", "provider": "P", "audience": "URL"}\'.',
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         tenant = Tenant.objects.filter(slug=options["tenant"]).first()
@@ -78,6 +92,7 @@ class Command(AuditedCommand):
         fields["env"] = {**fields.get("env", {}), **_pairs(options["env"], "--env")}
         fields["env_secrets"] = _pairs(options["secret_env"], "--secret-env")
         fields["allow_hosts"] = options["allow_host"]
+        fields |= self._credentials(tenant, options)
         tag = f"mcp:{options['name']}"
         server = UpstreamServer(
             tenant=tenant,
@@ -113,6 +128,20 @@ class Command(AuditedCommand):
             self.stdout.write(f"published {tool.name}  {tool.backend_config.get('tool')}")
         if report.unpublished:
             self.stderr.write(f"offered but not published (publish in the admin): {', '.join(report.unpublished)}")
+
+    def _credentials(self, tenant: Tenant, options: dict[str, Any]) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        if options["bearer_secret"]:
+            secret = BackendSecret.objects.filter(tenant=tenant, name=options["bearer_secret"]).first()
+            if secret is None:
+                raise CommandError(f"the tenant has no secret named {options['bearer_secret']!r}")
+            fields |= {"auth": UpstreamServer.Auth.BEARER, "secret": secret}
+        if options["user_credential"]:
+            try:
+                fields["user_credential"] = json.loads(options["user_credential"])
+            except ValueError as exc:
+                raise CommandError(f"--user-credential is not JSON: {exc}") from None
+        return fields
 
     def _source(self, options: dict[str, Any]) -> dict[str, Any]:
         try:
