@@ -239,7 +239,7 @@ class UserCredential:
     # What an imported API description expects the provider to be (its authorization, token or
     # discovery URLs), set by the OpenAPI importer when no registered provider matched: the
     # provider may be registered later, and until then a call says what to register.
-    expected_provider: tuple[tuple[str, str], ...] = ()
+    expected_provider: tuple[tuple[str, str], ...] | None = None
 
     @classmethod
     def parse(cls, value: Any, *, what: str = '"auth"') -> UserCredential:
@@ -260,18 +260,28 @@ class UserCredential:
         scopes = value.get("scopes", [])
         if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
             raise BackendConfigError(f'{what}: "scopes" must be a list of scope strings')
-        expected = value.get("expected_provider", {})
-        if not isinstance(expected, dict) or not all(
-            key in EXPECTED_PROVIDER_KEYS and isinstance(url, str) and is_web_url(url) for key, url in expected.items()
+        expected = value.get("expected_provider")
+        if expected is not None and not (
+            isinstance(expected, dict)
+            and all(
+                key in EXPECTED_PROVIDER_KEYS and isinstance(url, str) and is_web_url(url)
+                for key, url in expected.items()
+            )
         ):
             keys = ", ".join(EXPECTED_PROVIDER_KEYS)
             raise BackendConfigError(f'{what}: "expected_provider" maps {keys} to http(s) URLs')
-        return cls(kind, value["provider"], tuple(scopes), value.get("audience", ""), tuple(sorted(expected.items())))
+        return cls(
+            kind,
+            value["provider"],
+            tuple(scopes),
+            value.get("audience", ""),
+            None if expected is None else tuple(sorted(expected.items())),
+        )
 
     def check_provider(self, tenant_id: int | None) -> None:
         """Raises BackendConfigError when the tenant (or the platform) has no such provider
         (unless an import expects it to be registered later)."""
-        if self.expected_provider:
+        if self.expected_provider is not None:
             return
         if not connection_broker().provider_exists(tenant_id, self.provider):
             scope = "the platform's" if tenant_id is None else "this tenant's"

@@ -190,6 +190,9 @@ def _validate_auth(auth: Any) -> None:
             raise BackendConfigError(f'"auth": "auth_method" must be one of {methods}')
         if not isinstance(auth.get("audience", ""), str):
             raise BackendConfigError('"auth": "audience" must be a string')
+        scopes = auth.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(scope, str) and scope for scope in scopes):
+            raise BackendConfigError('"auth": "scopes" must be a list of scope strings')
         return
     if not isinstance(auth.get("secret"), str) or not auth["secret"]:
         raise BackendConfigError('"auth" needs "secret": the name of a stored secret')
