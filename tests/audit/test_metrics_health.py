@@ -191,6 +191,7 @@ def test_readyz_ok(client, db):
         "runners": 0,
         "sandbox": [],
         "untrusted_packages": "no runner is running",
+        "limits": [],
         "reasons": [],
     }
     assert client.get("/healthz").status_code == 200

@@ -26,6 +26,7 @@ from tests.backends.packaged import (
 )
 from tests.poll import wait_for, wait_for_async
 from tools_app.backends.packaged.operations import instance_control
+from tools_app.backends.packaged.sandbox import LIMITS
 from tools_app.backends.upstream.models import UpstreamServer
 
 pytestmark = [
@@ -168,6 +169,7 @@ def test_readyz_says_whether_untrusted_packages_run(world: World) -> None:
     assert packaged["runners"] == 1
     expected = "sandboxed" if packaged["sandbox"] != ["none"] else "run without a sandbox (TOOLBAY_SANDBOX_OPTOUT)"
     assert packaged["untrusted_packages"] == expected
+    assert packaged["limits"] == [LIMITS]
 
 
 def test_operators_see_instances_and_stop_one(world: World, django_db_blocker: Any) -> None:

@@ -1,6 +1,7 @@
 """What ``/readyz`` says about packaged servers: whether runners are up, which sandbox they
-have, and whether untrusted packages are refused (no sandbox, no opt-out) or run unconfined
-(``TOOLBAY_SANDBOX_OPTOUT``). Informative: it never makes a web process unready."""
+have, how they bound an instance's resources, and whether untrusted packages are refused (no
+sandbox, no opt-out) or run unconfined (``TOOLBAY_SANDBOX_OPTOUT``). Informative: it never
+makes a web process unready."""
 
 from __future__ import annotations
 
@@ -24,5 +25,6 @@ async def packaged_readiness() -> dict[str, Any]:
         "runners": len(runners),
         "sandbox": [s or "none" for s in sandboxes],
         "untrusted_packages": untrusted,
+        "limits": sorted({str(r["limits"]) for r in runners if r.get("limits")}),
         "reasons": sorted({str(r.get("sandbox_reason") or "") for r in runners if not r.get("sandbox")}),
     }

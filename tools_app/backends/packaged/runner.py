@@ -35,7 +35,7 @@ from mcp_platform.redis_clients import async_redis
 from tools_app.backends.packaged import locator
 from tools_app.backends.packaged.instance import Instance, InstanceFailed
 from tools_app.backends.packaged.launch import Launch, LaunchRefused, fingerprints, launch_of, preinstall_enabled
-from tools_app.backends.packaged.sandbox import SandboxSpec, sandbox_status, spawn
+from tools_app.backends.packaged.sandbox import LIMITS, SandboxSpec, sandbox_status, spawn
 from tools_app.backends.upstream.client import UpstreamEndpoint, UpstreamSession
 from tools_app.backends.upstream.federation import UpstreamRefreshError, upstream_refresh_async
 from tools_app.backends.upstream.listener import pass_on_update, subscribe_mirrored
@@ -95,7 +95,7 @@ class Runner:
 
         status = sandbox_status()
         if status.available:
-            log.info("runner %s: sandbox %s", self.id, status.mechanism)
+            log.info("runner %s: sandbox %s; limits: %s", self.id, status.mechanism, LIMITS)
         elif settings.TOOLBAY_SANDBOX_OPTOUT:
             log.warning(
                 "runner %s: NO SANDBOX (%s); untrusted packages run unconfined (TOOLBAY_SANDBOX_OPTOUT)",
@@ -155,6 +155,7 @@ class Runner:
             "url": self.base_url,
             "sandbox": status.mechanism if status.available else "",
             "sandbox_reason": status.reason,
+            "limits": LIMITS,
             "optout": settings.TOOLBAY_SANDBOX_OPTOUT,
             "instances": sum(1 for s in self.slots.values() if s.instance is not None),
             "at": time.time(),

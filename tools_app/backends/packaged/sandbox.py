@@ -77,6 +77,10 @@ INSIDE_HOME = "/home/sandbox"
 RUNTIME_INSIDE = "/run/toolbay"
 PROXY_PORT = 3128
 PRLIMIT = "/usr/bin/prlimit"
+# How an instance's resources are bounded, for the start-up log and /readyz. Per-process rlimits
+# only: a per-instance cgroup (memory.max, pids.max) needs a delegated cgroup v2 subtree with
+# those controllers, which this runner cannot assume (README, "Packaged servers").
+LIMITS = "rlimits per process (memory, CPU time, processes, open files, file size); no per-instance cgroup"
 SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
 # /etc entries a program may need and that hold nothing about the machine's users or secrets.
 ETC_ENTRIES = (
