@@ -24,7 +24,7 @@ from tools_app.runs import store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import argument_problem
 from tools_app.runs.models import ToolRun, new_run_id
-from tools_app.runs.queueing import enqueue
+from tools_app.runs.queueing import queue
 from tools_app.runs.selectors import task_view
 from tools_app.runs.services import cancel_run, finish_and_signal, run_answer, run_create
 
@@ -34,11 +34,6 @@ async def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
     run = await run_create(tool=tool, **fields)
     await queue(run.id, tool)
     return run
-
-
-async def queue(run_id: str, tool: ToolSpec | None) -> None:
-    # Celery's producer blocks on its broker connection: a thread, not this event loop.
-    await asyncio.to_thread(enqueue, run_id, tool)
 
 
 def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink, confirmation: str) -> dict[str, Any]:

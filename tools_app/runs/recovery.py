@@ -12,8 +12,6 @@ Every transition is conditional, so any number of followers may ask at once.
 
 from __future__ import annotations
 
-import asyncio
-
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
@@ -25,7 +23,7 @@ from tools_app.runs import store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.heartbeat import beating
 from tools_app.runs.models import ToolRun
-from tools_app.runs.queueing import enqueue
+from tools_app.runs.queueing import queue
 from tools_app.runs.selectors import active_runs
 from tools_app.runs.services import finish_and_signal
 
@@ -55,7 +53,7 @@ async def _requeue(run: ToolRun, tool: ToolSpec) -> bool:
     """Take the run back from its dead worker and queue it; False if someone else did."""
     taken = await store.transition(run.id, {"worker_id": ""}, statuses=ToolRun.ACTIVE, worker=run.worker_id)
     if taken:
-        await asyncio.to_thread(enqueue, run.id, tool)
+        await queue(run.id, tool)
     return bool(taken)
 
 
@@ -79,7 +77,7 @@ async def recover_run(run_id: str, worker: str = "") -> None:
         # it runs again whatever the tool (the message itself would come back only after
         # the visibility timeout).
         await relay().run_producer(address_of(run), run.id)
-        await asyncio.to_thread(enqueue, run.id, tool)
+        await queue(run.id, tool)
         return
     verdict = loss_verdict(run, tool)
     if verdict is not None:

@@ -23,10 +23,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.models import Tool
@@ -135,9 +136,12 @@ def _json(value: Any) -> bytes:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
 
 
-def hash_of(run: ToolRun, spec: ToolSpec | None) -> dict[str, Any]:
+Fields = dict[FieldT, EncodableT]
+
+
+def hash_of(run: ToolRun, spec: ToolSpec | None) -> Fields:
     """The hash of a run (a new one, or a row copied back)."""
-    state: dict[str, Any] = {
+    state: Fields = {
         "id": run.id,
         "fixed": _json({name: getattr(run, name) for name in FIXED}),
         "status": run.status,
@@ -195,7 +199,7 @@ async def create(run: ToolRun, spec: ToolSpec | None) -> None:
 
 async def load(run_id: str) -> ToolRun | None:
     """The run as it is now: its hash, or its row once the hash is gone."""
-    state = await _redis().hgetall(run_key(run_id))
+    state = cast(dict[bytes, bytes], await _redis().hgetall(run_key(run_id)))
     if state:
         return run_from(state)
     run = await ToolRun.objects.filter(pk=run_id).afirst()
@@ -223,7 +227,8 @@ async def load_many(run_ids: Iterable[str]) -> dict[str, ToolRun]:
 
 async def unwritten_ids() -> list[str]:
     """Runs whose newest state is not in the database yet (few, while a writer runs)."""
-    return [member.decode() for member in await _redis().zrange(UNWRITTEN_KEY, 0, -1)]
+    members = cast(list[bytes], await _redis().zrange(UNWRITTEN_KEY, 0, -1))
+    return [member.decode() for member in members]
 
 
 async def transition(

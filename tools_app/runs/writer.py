@@ -41,12 +41,13 @@ def _upsert_sql() -> tuple[str, list[str]]:
     tool deleted meanwhile leaves the run without one, as its foreign key says."""
     fields = [field for field in ToolRun._meta.concrete_fields]
     table, quote = ToolRun._meta.db_table, connection.ops.quote_name
-    columns = ", ".join(quote(field.column) for field in fields)
+    columns_of = [cast(str, field.column) for field in fields]
+    columns = ", ".join(quote(column) for column in columns_of)
     values = ", ".join(
         f"(SELECT id FROM {quote(Tool._meta.db_table)} WHERE id = %s)" if field.attname == "tool_id" else "%s"
         for field in fields
     )
-    updates = ", ".join(f"{quote(field.column)} = excluded.{quote(field.column)}" for field in fields[1:])
+    updates = ", ".join(f"{quote(column)} = excluded.{quote(column)}" for column in columns_of[1:])
     sql = (
         f"INSERT INTO {quote(table)} ({columns}) VALUES ({values}) ON CONFLICT ({quote('id')}) "
         f"DO UPDATE SET {updates} WHERE {quote(table)}.{quote('version')} < excluded.{quote('version')}"
