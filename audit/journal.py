@@ -212,6 +212,14 @@ class Journal:
         if settings.AUDIT_INVOCATIONS:
             sync_redis().xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
 
+    async def append_always(self, row: dict[str, Any]) -> None:
+        """``append_now`` from a worker's event loop (a background run's row: never dropped)."""
+        _count(row)
+        if settings.AUDIT_INVOCATIONS:
+            (answer,) = await command_batch().run([("XADD", JOURNAL_KEY, "*", ROW_FIELD, encode(row))])
+            if isinstance(answer, Exception):
+                raise answer
+
     def allow_denied(self, subject: str) -> bool:
         """Whether one more denied call of this credential may be recorded this minute, so a
         misbehaving client cannot flood the log."""

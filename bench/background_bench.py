@@ -119,6 +119,11 @@ def main() -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # The production set of processes: the audit writer drains the invocation journal (and,
+    # where runs are written behind, the runs' changes) while the calls run.
+    writer = subprocess.Popen(
+        [*manage, "audit_writer"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     server, url = start("uvicorn", "mcp_platform.asgi:application", env)
     rows = []
     try:
@@ -145,8 +150,10 @@ def main() -> None:
     finally:
         server.terminate()
         worker.terminate()
+        writer.terminate()
         server.wait(10)
         worker.wait(20)
+        writer.wait(20)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

@@ -14,12 +14,15 @@ from pathlib import Path
 
 import httpx
 import redis
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import connection
 
 from audit.journal import JOURNAL_KEY
 from audit.writer import GROUP
 from tests.poll import wait_for
+from tools_app.runs import store
+from tools_app.runs.models import ToolRun
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVE_PAGE_SIZE = 3
@@ -226,3 +229,11 @@ def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str
         process.kill()
         raise
     return worker
+
+
+def run_now(run: ToolRun) -> ToolRun:
+    """The run as the platform reads it now (its live state in Redis, else its row, which
+    the audit writer writes behind)."""
+    now = async_to_sync(store.load)(run.id)
+    assert now is not None, f"run {run.id} is gone"
+    return now

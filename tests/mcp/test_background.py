@@ -20,6 +20,7 @@ from mcp_types import ElicitResult
 
 from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
+from tests.mcp.live import run_now
 from tests.mcp.wire import McpSession, note, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
@@ -58,7 +59,7 @@ def _running(request_id: Any, session: McpSession) -> ToolRun:
         timeout=30,
         message=f"a worker to run request {request_id!r}",
     )
-    run.refresh_from_db()
+    run = run_now(run)
     return run
 
 
@@ -116,7 +117,7 @@ def test_cancellation_stops_a_background_call(orm, alpha, other_server):
     response = pending.response()
     assert time.monotonic() - started < 6  # 200 steps would take 20 s
     assert all("method" in m for m in _messages(response)), "no response for a cancelled request"
-    run.refresh_from_db()
+    run = run_now(run)
     assert run.status == ToolRun.Status.CANCELLED
 
 
@@ -125,7 +126,7 @@ def test_handler_ignoring_cancellation_gets_its_process_killed(orm, alpha, other
     run = _running(502, alpha)
     _cancel(other_server.endpoint("live-alpha"), alpha, 502)
     pending.response()
-    run.refresh_from_db()
+    run = run_now(run)
     assert run.status == ToolRun.Status.CANCELLED
     pid = run.worker_pid
     wait_for(lambda: not _alive(pid), message=f"the worker process {pid} to be killed")
@@ -154,8 +155,12 @@ def test_handler_blocking_past_its_timeout_gets_its_process_killed(orm, alpha):
     answer = alpha.request("tools/call", {"name": "bg_stubborn_timeout", "arguments": {"seconds": 30}})
     assert answer["result"]["isError"] is True
     assert "timed out after 1 seconds" in answer["result"]["content"][0]["text"]
-    run = ToolRun.objects.filter(session_id=alpha.session_id, tool_name="bg_stubborn_timeout").get()
-    assert run.status == ToolRun.Status.COMPLETED  # the call ended (with its timeout error); nothing hangs
+    run = wait_for(  # the call ended (with its timeout error); nothing hangs
+        lambda: ToolRun.objects.filter(
+            session_id=alpha.session_id, tool_name="bg_stubborn_timeout", status=ToolRun.Status.COMPLETED
+        ).first(),
+        message="the completed run's row",
+    )
     wait_for(lambda: not _alive(run.worker_pid), message=f"the worker process {run.worker_pid} to be killed")
 
 
@@ -164,7 +169,7 @@ def _kill_mid_call(alpha: McpSession, tool: str, request_id: int) -> tuple[dict[
     run = _running(request_id, alpha)  # its handler is counting (15 steps of 0.1 s)
     os.kill(run.worker_pid, signal.SIGKILL)
     response = pending.response()
-    run.refresh_from_db()
+    run = run_now(run)
     messages = _messages(response)
     assert messages and "method" not in messages[-1], f"no response in {messages} ({run.status}, {run.status_message})"
     return messages[-1], run

@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from mcp_platform.mcp.liveness import LOST_CALL_TEXT
-from tests.mcp.live import LiveServer, LiveWorker, start_server, start_worker, stop_together
+from tests.mcp.live import LiveServer, LiveWorker, run_now, start_server, start_worker, stop_together
 from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
@@ -177,7 +177,7 @@ def test_killed_worker_ends_the_call_within_seconds(orm, http, kill_world, live_
             times.append(time.monotonic() - killed)
             assert final["result"]["isError"] is True
             assert "not retried because the tool is not marked idempotent" in final["result"]["content"][0]["text"]
-            run.refresh_from_db()
+            run = run_now(run)
             assert run.status == ToolRun.Status.FAILED and run.attempts == 1
         else:
             rerun = wait_for(
@@ -189,7 +189,7 @@ def test_killed_worker_ends_the_call_within_seconds(orm, http, kill_world, live_
             final = _final(pending.response())
             print(f"\nslow_count re-run from the start, answered {time.monotonic() - killed:.2f} s after the death")
             assert final["result"]["content"][0]["text"] == "Counted to 30."
-            rerun.refresh_from_db()
+            rerun = run_now(rerun)
             assert rerun.status == ToolRun.Status.COMPLETED
     print(f"\n{tool}: {outcome} after its worker died, in s: " + ", ".join(f"{t:.2f}" for t in times))
     # Three missed beats of 0.5 s and the relaying server's next check (every 0.5 s).

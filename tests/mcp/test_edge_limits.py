@@ -160,8 +160,12 @@ def test_nul_travels_untouched_and_is_stored_escaped(http, limited, edge_key, or
 
     background = session.request("tools/call", {"name": "bg_echo", "arguments": {"text": "back\x00ground"}})
     assert "result" in background and not background["result"].get("isError"), background
-    run = ToolRun.objects.get(session_id=session.session_id, tool_name="bg_echo")
-    assert run.status == ToolRun.Status.COMPLETED
+    run = wait_for(
+        lambda: ToolRun.objects.filter(
+            session_id=session.session_id, tool_name="bg_echo", status=ToolRun.Status.COMPLETED
+        ).first(),
+        message="the completed run's row (written behind)",
+    )
     assert run.arguments == {"text": "back\\u0000ground"}
     bg_row = wait_for(
         lambda: Invocation.objects.filter(session_id=session.session_id, tool_name="bg_echo").first(),

@@ -13,6 +13,7 @@ from mcp_platform.mcp import names
 from mcp_platform.redis_clients import sync_redis
 from tests.mcp.wire import McpSession, parse_sse
 from tests.poll import wait_for
+from tools_app.runs import store
 from tools_app.runs.models import ToolRun
 from tools_app.runs.services import purge_expired_runs
 
@@ -151,6 +152,13 @@ def test_status_notification_on_the_standalone_stream(http, alpha):
 def test_expired_tasks_are_gone_and_purged(orm, alpha):
     task = _create(alpha, "task_only_echo", {"text": "short-lived"}, ttl=60000)
     alpha.request("tasks/result", {"taskId": task["taskId"]})
+    # Time passing: the ended run's row is written, its live state's grace is over (gone
+    # from Redis), and its TTL is over.
+    wait_for(
+        lambda: ToolRun.objects.filter(pk=task["taskId"], status=ToolRun.Status.COMPLETED).exists(),
+        message="the task's row",
+    )
+    sync_redis().delete(store.run_key(task["taskId"]))
     ToolRun.objects.filter(pk=task["taskId"]).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert alpha.request("tasks/get", {"taskId": task["taskId"]})["error"]["code"] == -32602
     assert purge_expired_runs() >= 1

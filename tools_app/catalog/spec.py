@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -191,6 +192,16 @@ class ToolSpec(EntrySpec):
             if curation is not None:
                 fields.update(cls.curated_fields(tool, curation))
         return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec as JSON values (a background run carries the tool it was accepted for)."""
+        data = {spec_field.name: getattr(self, spec_field.name) for spec_field in dataclass_fields(self)}
+        data["tags"], data["hidden_arguments"] = sorted(self.tags), sorted(self.hidden_arguments)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolSpec:
+        return cls(**{**data, "tags": frozenset(data["tags"]), "hidden_arguments": frozenset(data["hidden_arguments"])})
 
     @staticmethod
     def curated_fields(tool: Tool, curation: ToolCuration) -> dict[str, Any]:

@@ -13,31 +13,26 @@ import asyncio
 import functools
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
 
 from audit.models import Outcome
 from mcp_platform.mcp.calls import CallLink, Relayed
 from tenants.principal import Principal
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import argument_problem
 from tools_app.runs.models import ToolRun, new_run_id
-from tools_app.runs.queueing import enqueue
+from tools_app.runs.queueing import queue
 from tools_app.runs.selectors import task_view
 from tools_app.runs.services import cancel_run, finish_and_signal, run_answer, run_create
 
 
-def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
-    """Create the run and queue it once the row is committed (a worker must find it).
-
-    The row is one INSERT, committed by itself (autocommit: no BEGIN and COMMIT round trips
-    on the way to the worker); inside a caller's transaction it is queued at that commit.
-    """
-    run = run_create(tool=tool, **fields)
-    transaction.on_commit(functools.partial(enqueue, run.id, tool))
+async def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
+    """Accept the run (in Redis: a worker finds it there) and queue it."""
+    run = await run_create(tool=tool, **fields)
+    await queue(run.id, tool)
     return run
 
 
@@ -67,7 +62,7 @@ async def call_in_background(
     # The stream names its run before a worker can take it (the worker then names itself).
     run_id = new_run_id()
     await link.hand_over(run_id)
-    run = await sync_to_async(run_start)(tool=tool, is_task=False, run_id=run_id, **fields)
+    run = await run_start(tool=tool, is_task=False, run_id=run_id, **fields)
     link.on_cancel = functools.partial(cancel_run, run.id)
     patience = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS
     try:
@@ -100,7 +95,7 @@ async def create_task(
     fields = {**_run_fields(principal, arguments, link, confirmation), "is_task": True, "ttl_ms": ttl}
     problem = argument_problem(tool, arguments)
     if problem is not None:
-        run = await sync_to_async(run_create)(tool=tool, **fields)
+        run = await run_create(tool=tool, **fields)
         await finish_and_signal(
             run.id,
             status=ToolRun.Status.FAILED,
@@ -109,9 +104,9 @@ async def create_task(
             outcome=Outcome.INVALID_ARGUMENTS,
         )
     else:
-        run = await sync_to_async(run_start)(tool=tool, **fields)
-    await run.arefresh_from_db()
-    return {"task": task_view(run)}
+        run = await run_start(tool=tool, **fields)
+    now = await store.load(run.id)
+    return {"task": task_view(now or run)}
 
 
 async def start_task(
@@ -132,7 +127,7 @@ async def start_task(
         "is_task": True,
         "ttl_ms": settings.MCP_TASK_DEFAULT_TTL_MS,
     }
-    run = await sync_to_async(run_start)(tool=tool, **fields)
+    run = await run_start(tool=tool, **fields)
     return {
         "resultType": "task",
         "taskId": run.id,
@@ -144,17 +139,10 @@ async def start_task(
     }
 
 
-def _answer_and_resume(run_id: str, responses: dict[str, Any]) -> None:
-    with transaction.atomic():
-        if run_answer(run_id, responses):
-            run = ToolRun.objects.select_related("tool__curation").get(pk=run_id)
-            tool = ToolSpec.from_model(run.tool) if run.tool is not None else None
-            transaction.on_commit(functools.partial(enqueue, run_id, tool))
-
-
 async def answer_task(run: ToolRun, responses: dict[str, Any]) -> None:
     """A client's answers to a parked 2026-07-28 task: once every request it waits on has
     one, the task runs again (from the start, with all its answers) on a worker. Listen
     streams following the task hear of it."""
-    await sync_to_async(_answer_and_resume)(run.id, responses)
-    await relay().task_status(address_of(run), task_view(run))
+    if await run_answer(run.id, responses):
+        await queue(run.id, await store.spec_of(run))
+    await relay().task_status(address_of(run), task_view(await store.load(run.id) or run))

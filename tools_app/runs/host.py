@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from audit.journal import invocation_row, journal, new_call_id
@@ -28,14 +27,14 @@ from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache, VisibleSet
 from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs import content, limits
+from tools_app.runs import content, limits, store
 from tools_app.runs.context import ToolContext, caller_of
 from tools_app.runs.delivery import relay
 from tools_app.runs.dispatch import answer_task, call_in_background, create_task, start_task
 from tools_app.runs.execution import argument_problem, execute
 from tools_app.runs.models import ToolRun
 from tools_app.runs.recovery import recover_run
-from tools_app.runs.selectors import detailed_task_view, run_of, runs_of, task_view
+from tools_app.runs.selectors import detailed_task_view, run_of, task_page, task_view
 from tools_app.runs.services import cancel_run
 
 TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
@@ -339,18 +338,18 @@ class PlatformToolHost:
         )
 
     async def get_task(self, identity: Principal, task_id: str) -> Task | None:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         return cast(Task, task_view(run)) if run is not None else None
 
     async def task_result(self, identity: Principal, task_id: str) -> CallToolResult:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         if run is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
         signals = relay()
         while not run.is_terminal:
             # Woken by the run's "done" signal; the timeout re-reads the row in case it was missed.
             await signals.wait_task_done(task_id, timeout_seconds=2)
-            await run.arefresh_from_db()
+            run = await store.load(task_id) or run
         related = {RELATED_TASK: {"taskId": run.id}}
         if run.status == ToolRun.Status.CANCELLED:
             raise JsonRpcError(SERVER_ERROR, f"Task {run.id} was cancelled", data={"_meta": related})
@@ -361,36 +360,33 @@ class PlatformToolHost:
         return cast(CallToolResult, {**(run.result or {"content": []}), "_meta": related})
 
     async def list_tasks(self, identity: Principal, offset: int, limit: int) -> tuple[list[Task], bool]:
-        def page() -> list[ToolRun]:
-            return list(runs_of(identity).order_by("-created_at", "id")[offset : offset + limit + 1])
-
-        runs = await sync_to_async(page)()
+        runs = await task_page(identity, offset, limit)
         return cast("list[Task]", [task_view(run) for run in runs[:limit]]), len(runs) > limit
 
     async def detailed_task(self, identity: Principal, task_id: str) -> DetailedTask | None:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         return cast(DetailedTask, detailed_task_view(run)) if run is not None else None
 
     async def answer_task(self, identity: Principal, task_id: str, responses: dict[str, Any]) -> bool:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         if run is None:
             return False
         await answer_task(run, responses)
         return True
 
     async def stop_task(self, identity: Principal, task_id: str) -> bool:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         if run is None:
             return False
         await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")  # a task that ended stays as it ended
         return True
 
     async def cancel_task(self, identity: Principal, task_id: str) -> Task:
-        run = await sync_to_async(run_of)(identity, task_id)
+        run = await run_of(identity, task_id)
         if run is None:
             raise JsonRpcError(INVALID_PARAMS, TASK_NOT_FOUND)
         cancelled = await cancel_run(run.id, "Cancelled by the client (tasks/cancel)")
-        await run.arefresh_from_db()
+        run = await store.load(run.id) or run
         if not cancelled:
             raise JsonRpcError(INVALID_PARAMS, f"Cannot cancel task: already in terminal status '{run.status}'")
         return cast(Task, task_view(run))

@@ -4,12 +4,16 @@ an MCP task), the call's durable state."""
 from __future__ import annotations
 
 import secrets
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
 
 from tenants.models import Tenant
 from tools_app.catalog.models import Tool
+
+if TYPE_CHECKING:
+    from tools_app.catalog.spec import ToolSpec
 
 
 def new_run_id() -> str:
@@ -32,6 +36,9 @@ class ToolRun(models.Model):
         CANCELLED = "cancelled", "Cancelled"
 
     ACTIVE = (Status.WORKING, Status.INPUT_REQUIRED)
+    # The tool as the call was accepted for, when the run was read from its live state
+    # (tools_app/runs/store.py); None: read from the row, look the tool up.
+    spec: ToolSpec | None = None
 
     id = models.CharField(primary_key=True, max_length=32, default=new_run_id, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="tool_runs")
@@ -76,6 +83,9 @@ class ToolRun(models.Model):
     # recovered when that worker stops beating (tools_app/runs/recovery.py).
     worker_id = models.CharField(max_length=128, blank=True, default="")
     ttl_ms = models.PositiveIntegerField(null=True, blank=True)
+    # How many times the run's state changed (tools_app/runs/store.py): the row is written
+    # behind, and the writer never lets an older state overwrite a newer one.
+    version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     started_at = models.DateTimeField(null=True, blank=True)

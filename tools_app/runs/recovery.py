@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from audit.models import Outcome
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.heartbeat import beating
 from tools_app.runs.models import ToolRun
-from tools_app.runs.queueing import enqueue
+from tools_app.runs.queueing import queue
+from tools_app.runs.selectors import active_runs
 from tools_app.runs.services import finish_and_signal
 
 # Between a worker's own timeout handling and the moment the web side steps in.
@@ -48,24 +49,21 @@ def loss_verdict(run: ToolRun, tool: ToolSpec) -> str | None:
     return None
 
 
-def _requeue(run: ToolRun, tool: ToolSpec) -> bool:
+async def _requeue(run: ToolRun, tool: ToolSpec) -> bool:
     """Take the run back from its dead worker and queue it; False if someone else did."""
-    with transaction.atomic():
-        taken = ToolRun.objects.filter(pk=run.id, worker_id=run.worker_id, status__in=ToolRun.ACTIVE).update(
-            worker_id="", updated_at=timezone.now()
-        )
-        if taken:
-            transaction.on_commit(lambda: enqueue(run.id, tool))
+    taken = await store.transition(run.id, {"worker_id": ""}, statuses=ToolRun.ACTIVE, worker=run.worker_id)
+    if taken:
+        await queue(run.id, tool)
     return bool(taken)
 
 
 async def recover_run(run_id: str, worker: str = "") -> None:
     """``worker``: the worker the call's stream names (it took the run's message); it may
     have died before it recorded the run as its own, in which case nothing ran yet."""
-    run = await ToolRun.objects.select_related("tool__curation").filter(pk=run_id).afirst()
-    if run is None or run.is_terminal or run.tool is None:
+    run = await store.load(run_id)
+    tool = await store.spec_of(run) if run is not None else None
+    if run is None or run.is_terminal or tool is None:
         return  # ended, or its tool is gone (the worker says so)
-    tool = ToolSpec.from_model(run.tool)
     suspect = run.worker_id or worker
     if not suspect:
         return  # queued: nobody runs it yet
@@ -79,12 +77,12 @@ async def recover_run(run_id: str, worker: str = "") -> None:
         # it runs again whatever the tool (the message itself would come back only after
         # the visibility timeout).
         await relay().run_producer(address_of(run), run.id)
-        await sync_to_async(enqueue)(run.id, tool)
+        await queue(run.id, tool)
         return
     verdict = loss_verdict(run, tool)
     if verdict is not None:
         await finish_and_signal(run.id, status=ToolRun.Status.FAILED, result=error_result(verdict), message=verdict)
-    elif await sync_to_async(_requeue)(run, tool):
+    elif await _requeue(run, tool):
         await relay().run_producer(address_of(run), run.id)  # queued again: no worker to watch yet
 
 
@@ -97,17 +95,16 @@ async def _time_out(run: ToolRun, tool: ToolSpec) -> None:
         await relay().cancel_runner(run.id)  # the worker stops the handler, or its process
 
 
-def lost_runs() -> list[str]:
+async def lost_runs() -> list[str]:
     """Active runs (background calls and tasks) whose worker stopped beating or that are
     past their deadline: what the periodic sweep recovers."""
-    runs = list(
-        ToolRun.objects.filter(status__in=ToolRun.ACTIVE).exclude(worker_id="").select_related("tool__curation")
-    )
-    alive = beating(sorted({run.worker_id for run in runs}))
+    runs = [run for run in await active_runs() if run.worker_id]
+    alive = await sync_to_async(beating)(sorted({run.worker_id for run in runs}))
     now = timezone.now()
     lost = []
     for run in runs:
-        overdue = run.tool is not None and now.timestamp() > deadline_of(run, ToolSpec.from_model(run.tool))
+        tool = await store.spec_of(run)
+        overdue = tool is not None and now.timestamp() > deadline_of(run, tool)
         if overdue or not alive[run.worker_id]:
             lost.append(run.id)
     return lost

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from mcp_platform.mcp.jsonrpc import INTERNAL_ERROR
 from mcp_platform.mcp.versions import MODERN
 from tenants.principal import Principal
+from tools_app.runs import store
 from tools_app.runs.models import ToolRun
 
 
-def run_of(principal: Principal, run_id: Any, *, tasks_only: bool = True) -> ToolRun | None:
-    """The caller's own run; None for missing, expired and other credentials' runs alike."""
+async def run_of(principal: Principal, run_id: Any, *, tasks_only: bool = True) -> ToolRun | None:
+    """The caller's own run as it is now; None for missing, expired and other credentials'
+    runs alike."""
     if not isinstance(run_id, str) or len(run_id) > 32:
         return None
-    return runs_of(principal, tasks_only=tasks_only).filter(pk=run_id).first()
+    run = await store.load(run_id)
+    return run if run is not None and _owned(principal, run, tasks_only, timezone.now()) else None
+
+
+def _owned(principal: Principal, run: ToolRun, tasks_only: bool, now: datetime) -> bool:
+    return (
+        run.tenant_id == principal.tenant_id
+        and run.subject == principal.subject
+        and (run.is_task or not tasks_only)
+        and (run.expires_at is None or run.expires_at >= now)
+    )
 
 
 def runs_of(principal: Principal, *, tasks_only: bool = True) -> QuerySet[ToolRun]:
@@ -29,33 +41,56 @@ def runs_of(principal: Principal, *, tasks_only: bool = True) -> QuerySet[ToolRu
     return runs.exclude(expires_at__lt=timezone.now())
 
 
-def stuck_runs() -> list[ToolRun]:
+async def task_page(principal: Principal, offset: int, limit: int) -> list[ToolRun]:
+    """The caller's tasks, newest first, from ``offset``: up to ``limit + 1`` of them (one more
+    says there are more). Rows merged with the runs not written yet, each as it is now."""
+    now = timezone.now()
+    unwritten = await store.load_many(await store.unwritten_ids())
+    fresh = [run for run in unwritten.values() if _owned(principal, run, True, now)]
+    rows = runs_of(principal).exclude(pk__in=[run.id for run in fresh]).order_by("-created_at", "id")
+    found = [run async for run in rows.only("id")[: offset + limit + 1]]
+    runs = [*fresh, *(await store.load_many([run.id for run in found])).values()]
+    runs.sort(key=lambda run: (-run.created_at.timestamp(), run.id))
+    return runs[offset : offset + limit + 1]
+
+
+async def active_runs() -> list[ToolRun]:
+    """Every active run as it is now: the rows that say so and the runs not written yet."""
+    ids = [run_id async for run_id in ToolRun.objects.filter(status__in=ToolRun.ACTIVE).values_list("pk", flat=True)]
+    runs = await store.load_many([*ids, *await store.unwritten_ids()])
+    return [run for run in runs.values() if not run.is_terminal]
+
+
+async def stuck_runs() -> list[ToolRun]:
     """Active runs that outlived every limit since their last start: queue wait, timeout and
     grace. A 2026-07-28 task waiting for its client runs nowhere; its TTL ends it."""
     now = timezone.now()
     slack = settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS + settings.MCP_CANCEL_GRACE_SECONDS + 30
-    parked = Q(status=ToolRun.Status.INPUT_REQUIRED, protocol_version__in=MODERN)
     stuck = []
-    for run in ToolRun.objects.filter(status__in=ToolRun.ACTIVE).exclude(parked).select_related("tool"):
-        timeout = run.tool.timeout_seconds if run.tool is not None else 0
+    for run in await active_runs():
+        if run.status == ToolRun.Status.INPUT_REQUIRED and run.protocol_version in MODERN:
+            continue  # parked
+        tool = await store.spec_of(run)
+        timeout = tool.timeout_seconds if tool is not None else 0
         if (run.started_at or run.created_at) + timedelta(seconds=timeout + slack) < now:
             stuck.append(run)
     return stuck
 
 
-def unconfirmed_runs(confirmation_key: str) -> list[ToolRun]:
+async def unconfirmed_runs(confirmation_key: str) -> list[ToolRun]:
     """2026-07-28 tasks parked on the confirmation their policy asks for (under
     ``confirmation_key``) whose tool's timeout has passed since they asked: the client holds
     the question, so no process waits to give up on it."""
     now = timezone.now()
-    parked = ToolRun.objects.filter(
-        status=ToolRun.Status.INPUT_REQUIRED, protocol_version__in=MODERN, input_requests__has_key=confirmation_key
-    )
-    return [
-        run
-        for run in parked.select_related("tool")
-        if run.updated_at + timedelta(seconds=run.tool.timeout_seconds if run.tool is not None else 0) < now
-    ]
+    unconfirmed = []
+    for run in await active_runs():
+        parked = run.status == ToolRun.Status.INPUT_REQUIRED and run.protocol_version in MODERN
+        if not parked or confirmation_key not in (run.input_requests or {}):
+            continue
+        tool = await store.spec_of(run)
+        if run.updated_at + timedelta(seconds=tool.timeout_seconds if tool is not None else 0) < now:
+            unconfirmed.append(run)
+    return unconfirmed
 
 
 def task_view(run: ToolRun) -> dict[str, Any]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import transaction
+from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from audit.journal import invocation_row, journal
@@ -20,12 +19,13 @@ from mcp_platform.mcp.text import storable
 from tenants.models import ApiKey
 from tenants.principal import Principal
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.models import ToolRun
 from tools_app.runs.selectors import task_view
 
 
-def run_create(
+async def run_create(
     *,
     principal: Principal,
     tool: ToolSpec,
@@ -43,13 +43,14 @@ def run_create(
     ttl_ms: int | None = None,
     run_id: str | None = None,
 ) -> ToolRun:
+    """Accept a run: in Redis before this returns (``store``), its row written behind."""
     now = timezone.now()
     expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
     # What the client sent is stored as the database can hold it (NUL escaped; see text.py).
     arguments, request_id, progress_token, client_capabilities, input_responses = storable(
         [arguments, request_id, progress_token, client_capabilities, input_responses or {}]
     )
-    return ToolRun.objects.create(
+    run = ToolRun(
         **({"id": run_id} if run_id is not None else {}),
         tenant_id=principal.tenant_id,
         subject=principal.subject,
@@ -74,10 +75,15 @@ def run_create(
         input_responses=input_responses,
         ttl_ms=ttl_ms,
         expires_at=expires_at,
+        created_at=now,
+        updated_at=now,
     )
+    run.spec = tool
+    await store.create(run, tool)
+    return run
 
 
-def run_finish(
+async def run_finish(
     run_id: str,
     *,
     status: str,
@@ -87,58 +93,53 @@ def run_finish(
 ) -> bool:
     """Record a terminal outcome; False when the run already had one."""
     assert status not in ToolRun.ACTIVE
-    return bool(
-        ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(
-            status=status,
-            result=storable(result),
-            error=storable(error),
-            status_message=storable(message),
-            finished_at=timezone.now(),
-            updated_at=timezone.now(),
-        )
-    )
+    changes = {
+        "status": status,
+        "result": storable(result),
+        "error": storable(error),
+        "status_message": storable(message),
+        "finished_at": timezone.now(),
+    }
+    return bool(await store.transition(run_id, changes, statuses=ToolRun.ACTIVE))
 
 
-def run_set_active_status(run_id: str, status: str) -> bool:
+async def run_set_active_status(run_id: str, status: str) -> bool:
     """working ↔ input_required, only while the run is active."""
     assert status in ToolRun.ACTIVE
-    return bool(
-        ToolRun.objects.filter(pk=run_id, status__in=ToolRun.ACTIVE).update(status=status, updated_at=timezone.now())
-    )
+    return bool(await store.transition(run_id, {"status": status}, statuses=ToolRun.ACTIVE))
 
 
-def run_park(run_id: str, requests: dict[str, Any]) -> bool:
+async def run_park(run_id: str, requests: dict[str, Any]) -> bool:
     """A 2026-07-28 task waits for its client: input_required with the requests still
     unanswered. Its worker lets go of it; ``run_answer`` resumes it."""
-    return bool(
-        # No worker holds it any more (its heartbeat no longer speaks for the run).
-        ToolRun.objects.filter(pk=run_id, status=ToolRun.Status.WORKING).update(
-            status=ToolRun.Status.INPUT_REQUIRED, input_requests=requests, worker_id="", updated_at=timezone.now()
-        )
-    )
+    # No worker holds it any more (its heartbeat no longer speaks for the run).
+    changes = {"status": ToolRun.Status.INPUT_REQUIRED, "input_requests": requests, "worker_id": ""}
+    return bool(await store.transition(run_id, changes, statuses=[ToolRun.Status.WORKING]))
 
 
-def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
+async def run_answer(run_id: str, responses: dict[str, Any]) -> bool:
     """Take the client's answers to a parked task's requests (answers to keys it did not ask
     are ignored). Returns True when nothing is pending any more and the run is working again,
-    to be queued once this commits."""
-    with transaction.atomic():
-        run = ToolRun.objects.select_for_update().filter(pk=run_id).first()
+    to be queued now."""
+    while True:  # the answers apply to the run as read, or the run is read again
+        run = await store.load(run_id)
         if run is None or run.status != ToolRun.Status.INPUT_REQUIRED or not run.input_requests:
             return False
         answered = {key: value for key, value in storable(responses).items() if key in run.input_requests}
-        run.input_responses = {**run.input_responses, **answered}
-        run.input_requests = {key: value for key, value in run.input_requests.items() if key not in answered}
-        resumed = not run.input_requests
-        if resumed:
+        pending = {key: value for key, value in run.input_requests.items() if key not in answered}
+        changes: dict[str, Any] = {"input_responses": {**run.input_responses, **answered}, "input_requests": pending}
+        if not pending:
             # The next execution starts cleanly: its attempts count worker deaths afresh.
-            run.status, run.attempts, run.worker_id = ToolRun.Status.WORKING, 0, ""
-        run.save(update_fields=["input_responses", "input_requests", "status", "attempts", "worker_id", "updated_at"])
-    return resumed
+            changes.update(status=ToolRun.Status.WORKING, attempts=0, worker_id="")
+        if await store.transition(run_id, changes, statuses=[ToolRun.Status.INPUT_REQUIRED], version=run.version):
+            return not pending
 
 
 def purge_expired_runs() -> int:
-    deleted, _ = ToolRun.objects.filter(expires_at__lt=timezone.now()).delete()
+    """Rows past their TTL (their live state in Redis expires by itself, and goes with them)."""
+    expired = list(ToolRun.objects.filter(expires_at__lt=timezone.now()).values_list("pk", flat=True))
+    deleted, _ = ToolRun.objects.filter(pk__in=expired).delete()
+    async_to_sync(store.forget)(expired)
     return deleted
 
 
@@ -162,19 +163,20 @@ async def finish_and_signal(
     the status says it; ``confirmation`` what became of the confirmation the call needed
     (the invocation row's confirmation fields).
     """
-    if not await sync_to_async(run_finish)(run_id, status=status, result=result, error=error, message=message):
+    if not await run_finish(run_id, status=status, result=result, error=error, message=message):
         return False
     if run is None:
-        run = await ToolRun.objects.select_related("tool").aget(pk=run_id)
+        run = await store.load(run_id)
+        assert run is not None  # it just ended: its live state is kept a while
     else:
         run.status, run.result, run.error, run.status_message = status, result, error, message
         run.updated_at = run.finished_at = timezone.now()
     await deliver_outcome(run)
-    await sync_to_async(record_run)(run, outcome or Outcome(status), message, confirmation or {}, connection)
+    await record_run(run, outcome or Outcome(status), message, confirmation or {}, connection)
     return True
 
 
-def record_run(
+async def record_run(
     run: ToolRun,
     outcome: Outcome,
     message: str = "",
@@ -186,11 +188,12 @@ def record_run(
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
     label = run.credential_label
     if not label:  # a run started before runs kept their caller's label
-        key = ApiKey.objects.filter(pk=key_id).only("name", "prefix").first() if key_id is not None else None
+        key = await ApiKey.objects.filter(pk=key_id).only("name", "prefix").afirst() if key_id is not None else None
         label = f"{key.name} ({key.prefix})" if key is not None else "anonymous"
+    tool = await store.spec_of(run)
     began = run.started_at or run.created_at
     finished = timezone.now()
-    journal.append_now(
+    await journal.append_always(
         invocation_row(
             call_id=f"run-{run.id}",
             tenant_id=run.tenant_id,
@@ -204,7 +207,7 @@ def record_run(
             tool_name=run.tool_name,
             tool_version=run.tool_version,
             arguments=run.arguments,
-            input_schema=run.tool.input_schema if run.tool is not None else None,
+            input_schema=tool.input_schema if tool is not None else None,
             outcome=outcome,
             error_message=message,
             started_at=run.created_at.timestamp(),

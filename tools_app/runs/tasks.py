@@ -14,14 +14,13 @@ from asgiref.sync import async_to_sync
 from celery import shared_task
 from celery.signals import worker_init, worker_process_init, worker_process_shutdown
 from django.db import connections
-from django.db.models import F
 from django.utils import timezone
 
 from audit.models import ConfirmationOutcome, Outcome
 from mcp_platform import tracing
 from tools_app.backends.results import error_result
 from tools_app.catalog.checks import tool_timeout_problem
-from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import store
 from tools_app.runs.approvals import approvals_purge_expired
 from tools_app.runs.confirmation import CONFIRMATION_KEY, unconfirmed_result
 from tools_app.runs.context import ConfirmationRecord
@@ -58,8 +57,8 @@ def _export_spans(**_: Any) -> None:
     tracing.flush()
 
 
-def _fail(run_id: str, text: str) -> None:
-    WorkerState.run(finish_and_signal(run_id, status=ToolRun.Status.FAILED, result=error_result(text), message=text))
+async def _fail(run_id: str, text: str) -> None:
+    await finish_and_signal(run_id, status=ToolRun.Status.FAILED, result=error_result(text), message=text)
 
 
 @shared_task(name=EXECUTE_RUN, acks_late=True, reject_on_worker_lost=True)
@@ -81,35 +80,46 @@ def execute_run(run_id: str) -> None:
 
 
 def _execute_run(run_id: str) -> None:
-    run = ToolRun.objects.select_related("tool__curation").filter(pk=run_id).first()
+    WorkerState.run(_take_and_run(run_id))
+
+
+async def _take_and_run(run_id: str) -> None:
+    """Read the run's live state (no database on the way: tools_app/runs/store.py), take it
+    and run it."""
+    run = await store.load(run_id)
     if run is None or run.is_terminal:
         return  # cancelled while queued, or a redelivery after the outcome was recorded
     if run.worker_id and beating([run.worker_id])[run.worker_id]:
         return  # a live worker runs it (this is a second delivery of a run queued again)
-    if run.tool is None:
-        _fail(run_id, f"Tool '{run.tool_name}' was deleted before the call could run.")
+    tool = await store.spec_of(run)
+    if tool is None:
+        await _fail(run_id, f"Tool '{run.tool_name}' was deleted before the call could run.")
         return
-    tool = ToolSpec.from_model(run.tool)
     if run.attempts > 0:
         # Delivered again: the worker process that ran it died mid-call.
         verdict = loss_verdict(run, tool)
         if verdict is not None:
-            _fail(run_id, verdict)
+            await _fail(run_id, verdict)
             return
         log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
     seen_worker, worker = run.worker_id, WorkerHeartbeat.ensure()
     run.attempts, run.worker_pid, run.worker_id, run.started_at = run.attempts + 1, os.getpid(), worker, timezone.now()
     # The call's stream names this worker before the run is recorded as ours: should we die
     # in between, whoever follows the stream still learns who took it (recovery.py).
-    WorkerState.run(announce_worker(run, deadline_of(run, tool)))
-    taken = ToolRun.objects.filter(pk=run_id, worker_id=seen_worker, status__in=ToolRun.ACTIVE).update(
-        attempts=F("attempts") + 1, worker_pid=run.worker_pid, worker_id=worker, started_at=run.started_at
+    await announce_worker(run, deadline_of(run, tool))
+    taken = await store.transition(
+        run_id,
+        {"worker_pid": run.worker_pid, "worker_id": worker, "started_at": run.started_at},
+        statuses=ToolRun.ACTIVE,
+        worker=seen_worker,
+        count_attempt=True,
     )
     if not taken:
         return  # another worker took it between our read and now
+    run.version = taken
     # Joins Celery's task id, the run and (with tracing on) the call's trace in the worker's log.
     log.info("running call %s of %s (attempt %d)", run_id, tool.name, run.attempts)
-    WorkerState.run(run_in_worker(run, tool))
+    await run_in_worker(run, tool)
 
 
 @shared_task(name="tools_app.tasks.purge_expired_runs")
@@ -122,20 +132,23 @@ def purge_expired_runs() -> int:
 def reap_stuck_runs() -> int:
     """Fail runs that outlived every limit (e.g. their worker machine vanished), and end
     tasks whose confirmation nobody gave within their tool's timeout."""
+    return int(async_to_sync(_reap_stuck_runs)())
+
+
+async def _reap_stuck_runs() -> int:
     reaped = 0
-    for run in stuck_runs():
+    for run in await stuck_runs():
         text = f"Tool '{run.tool_name}' did not finish: no worker completed it in time. It was not retried."
-        if async_to_sync(finish_and_signal)(
-            run.id, status=ToolRun.Status.FAILED, result=error_result(text), message=text
-        ):
+        if await finish_and_signal(run.id, status=ToolRun.Status.FAILED, result=error_result(text), message=text):
             reaped += 1
-    for run in unconfirmed_runs(CONFIRMATION_KEY):
+    for run in await unconfirmed_runs(CONFIRMATION_KEY):
         record = ConfirmationRecord(ConfirmationOutcome.TIMED_OUT)
-        timeout = run.tool.timeout_seconds if run.tool is not None else 0
-        name = (run.tool.title if run.tool is not None else "") or run.tool_name
+        tool = await store.spec_of(run)
+        timeout = tool.timeout_seconds if tool is not None else 0
+        name = (tool.title if tool is not None else "") or run.tool_name
         result = unconfirmed_result(name, record, timeout)
         # A tool error, as when the worker ends the call: the 2026-07-28 task completes with it.
-        if async_to_sync(finish_and_signal)(
+        if await finish_and_signal(
             run.id,
             status=ToolRun.Status.COMPLETED,
             result=result,
@@ -151,7 +164,11 @@ def reap_stuck_runs() -> int:
 def recover_lost_runs() -> int:
     """Recover runs whose worker stopped beating or that are past their deadline (MCP tasks
     have no stream whose follower would notice; calls get a second pair of eyes)."""
-    lost = lost_runs()
+    return int(async_to_sync(_recover_lost_runs)())
+
+
+async def _recover_lost_runs() -> int:
+    lost = await lost_runs()
     for run_id in lost:
-        async_to_sync(recover_run)(run_id)
+        await recover_run(run_id)
     return len(lost)

@@ -16,7 +16,6 @@ import signal
 from collections.abc import Coroutine
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -28,6 +27,7 @@ from mcp_platform.mcp.rounds import InputRound
 from mcp_platform.mcp.versions import MODERN
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.spec import ToolSpec
+from tools_app.runs import store
 from tools_app.runs.context import Caller, ToolContext
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import execute
@@ -60,17 +60,16 @@ def link_for(run: ToolRun) -> RelayCallLink:
     address = address_of(run)
 
     async def cancelled_already() -> bool:
-        status = await ToolRun.objects.filter(pk=run.id).values_list("status", flat=True).afirst()
-        return status == ToolRun.Status.CANCELLED
+        now = await store.load(run.id)
+        return now is not None and now.status == ToolRun.Status.CANCELLED
 
     async def waiting_for_client(waiting: bool) -> None:
         # A task waiting for its client's answer is input_required, and says so.
         if not run.is_task:
             return
         status = ToolRun.Status.INPUT_REQUIRED if waiting else ToolRun.Status.WORKING
-        if await sync_to_async(run_set_active_status)(run.id, status):
-            await run.arefresh_from_db()
-            await relay().task_status(address, task_view(run))
+        if await run_set_active_status(run.id, status):
+            await relay().task_status(address, task_view(await store.load(run.id) or run))
 
     modern = run.protocol_version in MODERN
     return RelayCallLink(
@@ -175,8 +174,8 @@ async def _ask_client(run: ToolRun, link: RelayCallLink, ctx: ToolContext) -> No
     plain call ends its round: the ASGI side turns this result into input_required."""
     pending = link.input_round.pending if link.input_round is not None else {}
     if run.is_task:
-        if await sync_to_async(run_park)(run.id, pending):
-            await relay().task_status(address_of(run), task_view(run))
+        if await run_park(run.id, pending):
+            await relay().task_status(address_of(run), task_view(await store.load(run.id) or run))
         return
     result = {"resultType": "input_required", "inputRequests": pending, "content": []}
     await finish_and_signal(

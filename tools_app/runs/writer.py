@@ -1,0 +1,191 @@
+"""The run writer: moves runs' states from the Redis changes stream into ``ToolRun`` rows.
+
+It runs inside ``manage.py audit_writer`` (its own thread: ``mcp_platform.write_behind``),
+so every deployment that writes the invocation journal writes runs too. Like the journal
+writer it reads as a member of one consumer group, upserts a batch in one transaction and
+only then acknowledges and deletes the entries; a writer killed at any point leaves them
+pending, and another (or this one, restarted) claims and writes them again. The upsert is
+idempotent on the run id and never replaces a newer version with an older one, so order
+and repetition do not matter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import redis
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+
+from mcp_platform.redis_clients import sync_redis
+from tools_app.catalog.models import Tool
+from tools_app.runs import store
+from tools_app.runs.models import ToolRun
+
+log = logging.getLogger(__name__)
+
+GROUP = "run-writers"
+CLAIM_EVERY_SECONDS = 5.0
+RETRY_PAUSE_SECONDS = 2.0
+
+Entries = list[tuple[bytes, dict[bytes, bytes]]]
+
+
+def _upsert_sql() -> tuple[str, list[str]]:
+    """One run's upsert; its parameters are the attributes named in the returned order. A
+    tool deleted meanwhile leaves the run without one, as its foreign key says."""
+    fields = [field for field in ToolRun._meta.concrete_fields]
+    table, quote = ToolRun._meta.db_table, connection.ops.quote_name
+    columns_of = [cast(str, field.column) for field in fields]
+    columns = ", ".join(quote(column) for column in columns_of)
+    values = ", ".join(
+        f"(SELECT id FROM {quote(Tool._meta.db_table)} WHERE id = %s)" if field.attname == "tool_id" else "%s"
+        for field in fields
+    )
+    updates = ", ".join(f"{quote(column)} = excluded.{quote(column)}" for column in columns_of[1:])
+    sql = (
+        f"INSERT INTO {quote(table)} ({columns}) VALUES ({values}) ON CONFLICT ({quote('id')}) "
+        f"DO UPDATE SET {updates} WHERE {quote(table)}.{quote('version')} < excluded.{quote('version')}"
+    )
+    return sql, [field.attname for field in fields]
+
+
+def _params(run: ToolRun) -> list[Any]:
+    return [field.get_db_prep_save(getattr(run, field.attname), connection) for field in ToolRun._meta.concrete_fields]
+
+
+def upsert(runs: Sequence[ToolRun]) -> None:
+    """Write these runs' states in one transaction (the newest version of each wins)."""
+    sql, _ = _upsert_sql()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.executemany(sql, [_params(run) for run in runs])
+
+
+class DatabaseUnavailable(Exception):
+    """Retry the batch later, acknowledge nothing."""
+
+
+def write(runs: Sequence[ToolRun]) -> None:
+    """Write the batch; a batch the database refuses is written run by run, and a run it
+    still refuses (its tenant was deleted) is logged and left out."""
+    try:
+        upsert(runs)
+        return
+    except (OperationalError, InterfaceError) as exc:
+        raise DatabaseUnavailable(str(exc)) from exc
+    except DatabaseError as exc:
+        log.warning("run writer: a batch of %d runs failed (%s); writing them one by one", len(runs), exc)
+    for run in runs:
+        try:
+            upsert([run])
+        except (OperationalError, InterfaceError) as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+        except DatabaseError as exc:
+            log.error("run writer: run %s (version %d) not written: %s", run.id, run.version, exc)
+
+
+class RunWriter:
+    def __init__(
+        self, client: redis.Redis, *, batch_rows: int, claim_idle_seconds: float, block_ms: int = 1000
+    ) -> None:
+        self._redis = client
+        self._batch_rows = batch_rows
+        self._claim_idle_ms = int(claim_idle_seconds * 1000)
+        self._block_ms = block_ms
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.written = 0
+        self._claimed_at = 0.0
+
+    def ensure_group(self) -> None:
+        try:
+            self._redis.xgroup_create(store.CHANGES_KEY, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def run(self, should_stop: Callable[[], bool]) -> None:
+        self.ensure_group()
+        while not should_stop():
+            try:
+                self.step()
+            except DatabaseUnavailable as exc:
+                log.error("run writer: database unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
+                time.sleep(RETRY_PAUSE_SECONDS)
+            except redis.ConnectionError as exc:
+                log.error("run writer: Redis unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
+                time.sleep(RETRY_PAUSE_SECONDS)
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                self.ensure_group()  # the stream was deleted (e.g. Redis restarted empty)
+
+    def step(self) -> int:
+        """One round: entries abandoned by dead writers, then new ones. Returns entries handled."""
+        handled = 0
+        now = time.monotonic()
+        if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
+            self._claimed_at = now
+            handled += self._handle(self._claim())
+        batches = self._redis.xreadgroup(
+            GROUP, self.name, {store.CHANGES_KEY: ">"}, count=self._batch_rows, block=self._block_ms
+        )
+        for _, entries in cast(list[tuple[bytes, Entries]], batches or []):
+            handled += self._handle(entries)
+        return handled
+
+    def _claim(self) -> Entries:
+        own = cast(
+            list[tuple[bytes, Entries]],
+            self._redis.xreadgroup(GROUP, self.name, {store.CHANGES_KEY: "0"}, count=self._batch_rows),
+        )
+        entries: Entries = [entry for _, batch in own for entry in batch]
+        answer: list[Any] = self._redis.xautoclaim(
+            store.CHANGES_KEY,
+            GROUP,
+            self.name,
+            min_idle_time=self._claim_idle_ms,
+            start_id="0-0",
+            count=self._batch_rows,
+        )
+        entries.extend(answer[1])
+        return entries
+
+    def _handle(self, entries: Entries) -> int:
+        if not entries:
+            return 0
+        newest: dict[str, ToolRun] = {}
+        for _, fields in entries:
+            if not fields:  # a pending entry already deleted: it only needs its ack
+                continue
+            run = store.run_from(fields)
+            if run.id not in newest or newest[run.id].version < run.version:
+                newest[run.id] = run
+        if newest:
+            write(list(newest.values()))
+        ids = [entry_id for entry_id, _ in entries]
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xack(store.CHANGES_KEY, GROUP, *ids)
+        pipe.xdel(store.CHANGES_KEY, *ids)
+        pipe.execute()
+        store.written(self._redis, {run.id: run.version for run in newest.values()})
+        self.written += len(newest)
+        return len(entries)
+
+
+def write_runs(should_stop: Callable[[], bool]) -> None:
+    """The writer's loop, for ``mcp_platform.write_behind`` (until ``should_stop``)."""
+    writer = RunWriter(
+        sync_redis(),
+        batch_rows=settings.AUDIT_WRITER_BATCH_ROWS,
+        claim_idle_seconds=settings.AUDIT_WRITER_CLAIM_IDLE_SECONDS,
+    )
+    log.info("run writer %s: writing runs to the database", writer.name)
+    try:
+        writer.run(should_stop)
+    finally:
+        connection.close()
