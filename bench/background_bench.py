@@ -1,6 +1,12 @@
 """Overhead of a background (Celery) call over an inline one, measured in the same run.
 
-    python -m bench.background_bench [--calls 300] [--sessions 1 8]
+    python -m bench.background_bench [--seconds 6] [--sessions 1 32] [--runs 3] [--concurrency 2]
+
+Each size is measured ``--runs`` times, inline and background taking turns, and reported as
+the median of the runs with the lowest and highest. Beside latency and calls/s it gives the
+CPU time per call of the web server, the Celery worker (its pool included), the audit writer,
+Redis and the whole machine (every process, the load client's too): what bounds calls/s on
+a machine is CPU per call, whichever process spends it.
 
 Runs the production configuration (DEBUG=0) on a throw-away PostgreSQL database
 (BENCH_DATABASE_URL, default toolbay_bench on the local server, dropped and recreated) and
@@ -14,16 +20,20 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import redis
 
 from bench.echo_bench import BENCH_REDIS, ROOT, production_settings, start
-from bench.loadgen import run_load
+from bench.loadgen import LoadResult, run_load
+from bench.measure import cpu_ms, machine_busy_ms, spread
 
 BENCH_DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay_bench")
 
@@ -71,10 +81,66 @@ def call(name: str) -> dict:
     return {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": name, "arguments": {"text": "x"}}}
 
 
+@dataclass
+class Measured:
+    load: LoadResult
+    cpu_ms_per_call: dict[str, float]  # per process, and "machine"
+
+
+def redis_pid() -> int:
+    """The Redis server the bench uses (on this machine: its CPU reads as 0 otherwise)."""
+    return int(redis.Redis.from_url(BENCH_REDIS).info("server")["process_id"])
+
+
+def measure(url: str, key: str, sessions: int, seconds: float, mode: str, processes: dict[str, int]) -> Measured:
+    """One run of one mode; CPU is read around the whole run (its warm-up too), so it is
+    divided by every call the run made."""
+    before = {name: cpu_ms(pid, with_children=True) for name, pid in processes.items()} | {"machine": machine_busy_ms()}
+    load = asyncio.run(run_load(url, key, sessions, seconds, call(f"noop_{mode}")))
+    after = {name: cpu_ms(pid, with_children=True) for name, pid in processes.items()} | {"machine": machine_busy_ms()}
+    calls = max(load.requests, 1)
+    return Measured(load, {name: (after[name] - before[name]) / calls for name in before})
+
+
+def summarise(sessions: int, measured: dict[str, list[Measured]]) -> dict[str, Any]:
+    inline, background = measured["inline"], measured["background"]
+    p50_overhead = [b.load.percentile(0.5) - i.load.percentile(0.5) for i, b in zip(inline, background, strict=True)]
+    rate_ratio = [b.load.rate / i.load.rate for i, b in zip(inline, background, strict=True)]
+    row: dict[str, Any] = {"sessions": sessions, "runs": len(inline)}
+    for mode, runs in measured.items():
+        row[mode] = {
+            "p50_ms": statistics.median(m.load.percentile(0.5) for m in runs),
+            "p99_ms": statistics.median(m.load.percentile(0.99) for m in runs),
+            "calls_per_s": statistics.median(m.load.rate for m in runs),
+            "cpu_ms_per_call": {
+                name: round(statistics.median(m.cpu_ms_per_call[name] for m in runs), 3)
+                for name in runs[0].cpu_ms_per_call
+            },
+        }
+        print(
+            f"N={sessions:<3} {mode:10} p50 {spread([m.load.percentile(0.5) for m in runs])} ms, "
+            f"p99 {spread([m.load.percentile(0.99) for m in runs])} ms, "
+            f"{spread([m.load.rate for m in runs], 0)} calls/s; CPU ms per call: "
+            + ", ".join(
+                f"{name} {spread([m.cpu_ms_per_call[name] for m in runs], 3)}" for name in runs[0].cpu_ms_per_call
+            ),
+            flush=True,
+        )
+    row["p50_overhead_ms"] = round(statistics.median(p50_overhead), 2)
+    row["rate_ratio"] = round(statistics.median(rate_ratio), 3)
+    print(
+        f"N={sessions:<3} background over inline: p50 +{spread(p50_overhead)} ms; calls/s x{spread(rate_ratio, 3)}",
+        flush=True,
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=6.0)
-    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=2, help="the Celery worker's pool size")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
 
@@ -107,7 +173,7 @@ def main() -> None:
             "-Q",
             "toolbay.short",
             "-c",
-            "2",
+            str(args.concurrency),
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
@@ -128,25 +194,14 @@ def main() -> None:
     rows = []
     try:
         time.sleep(3)  # let the worker connect to the broker
+        processes = {"server": server.pid, "worker": worker.pid, "writer": writer.pid, "redis": redis_pid()}
         for n in args.sessions:
-            inline = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, call("noop_inline")))
-            background = asyncio.run(run_load(url + "/mcp/demo", key, n, args.seconds, call("noop_background")))
-            row = {
-                "sessions": n,
-                "inline": inline.summary(),
-                "background": background.summary(),
-                "p50_overhead_ms": round(background.percentile(0.5) - inline.percentile(0.5), 2),
-                "p50_ratio": round(background.percentile(0.5) / inline.percentile(0.5), 1),
-                "p99_ratio": round(background.percentile(0.99) / inline.percentile(0.99), 1),
-            }
+            measured: dict[str, list[Measured]] = {"inline": [], "background": []}
+            for _ in range(args.runs):
+                for mode in measured:
+                    measured[mode].append(measure(url + "/mcp/demo", key, n, args.seconds, mode, processes))
+            row = summarise(n, measured)
             rows.append(row)
-            print(
-                f"N={n:<2} inline p50 {inline.percentile(0.5):6.2f} ms p99 {inline.percentile(0.99):6.2f} ms "
-                f"({inline.rate:6.0f}/s) | background p50 {background.percentile(0.5):6.2f} ms "
-                f"p99 {background.percentile(0.99):6.2f} ms ({background.rate:5.0f}/s) | "
-                f"p50 x{row['p50_ratio']}, p99 x{row['p99_ratio']}",
-                flush=True,
-            )
     finally:
         server.terminate()
         worker.terminate()

@@ -51,6 +51,7 @@ import redis
 
 from bench.echo_bench import BENCH_REDIS, ROOT, free_port, production_settings, server_command, wait_for_port
 from bench.loadgen import Connection
+from bench.measure import cpu_ms, rss_kib
 
 BENCH_DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/toolbay_tenants_bench")
 METRICS_TOKEN = "tenants-bench-metrics"
@@ -143,13 +144,6 @@ def seed(tenants: int, tools: int, platform: int) -> list[tuple[int, str]]:
     return [(int(pk), str(slug)) for pk, slug in rows]
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
 def load_average() -> str:
     return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
 
@@ -233,12 +227,6 @@ async def first_session(url: str, key: str) -> float:
         return (time.perf_counter() - started) * 1000
     finally:
         conn.close()
-
-
-def cpu_ms(pid: int) -> float:
-    """User + system CPU time of the process so far, in ms."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") * 1000
 
 
 @dataclass

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import time
+
+from bench.measure import spread
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcp_platform.settings")
 os.environ.setdefault("DATABASE_URL", "sqlite://:memory:")
@@ -75,10 +76,6 @@ def github_tools() -> list[ToolSpec]:
     return tools
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} ms ({min(values):.1f}-{max(values):.1f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
@@ -100,9 +97,9 @@ def main() -> None:
             results[query] = [tool.name for tool in index.search(query, 5)]
             queries.append((time.perf_counter() - started) * 1000)
     print(f"{len(tools)} tools, {args.runs} runs (median, min-max)")
-    print(f"  split words of every tool: {spread(splits)}")
-    print(f"  build the index:           {spread(builds)}")
-    print(f"  one query:                 {spread(queries)}  ({len(queries)} queries)")
+    print(f"  split words of every tool: {spread(splits, 1)} ms")
+    print(f"  build the index:           {spread(builds, 1)} ms")
+    print(f"  one query:                 {spread(queries, 1)} ms  ({len(queries)} queries)")
     first, five = hit_rates(QUERIES, results)
     held_first, held_five = hit_rates(HELD_OUT, results)
     print(f"  hit@1 {first}/{len(QUERIES)}, hit@5 {five}/{len(QUERIES)}; held out: ", end="")

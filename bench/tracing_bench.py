@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from bench.measure import spread
+
 KEY_FILE = Path(os.environ.get("TRACING_BENCH_KEY_FILE", "/tmp/toolbay-tracing-bench.key"))
 TENANT = "demo"
 RECEIVER = """
@@ -193,14 +195,12 @@ def compare(calls: int, runs: int) -> None:
             cpu[name].append(float(fields["cpu_us/call"]))
             print(f"run {index + 1} tracing {name}: {fields['cpu_us/call']} µs CPU per call", flush=True)
 
-    def spread(values: list[float]) -> str:
-        return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
-
     added = [on - off for off, on in zip(cpu["off"], cpu["on"], strict=True)]
     factor = statistics.median(cpu["on"]) / statistics.median(cpu["off"])
     print(
-        f"CPU µs per call, median of {runs}: tracing unset {spread(cpu['off'])}, on at 100 % {spread(cpu['on'])}; "
-        f"tracing adds {spread(added)} µs per call (x{factor:.2f})"
+        f"CPU µs per call, median of {runs}: tracing unset {spread(cpu['off'], 0)}, "
+        f"on at 100 % {spread(cpu['on'], 0)}; "
+        f"tracing adds {spread(added, 0)} µs per call (x{factor:.2f})"
     )
 
 

@@ -41,6 +41,7 @@ import redis
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
 from bench.echo_bench import BENCH_REDIS, ECHO, ROOT, free_port, production_settings, server_command, wait_for_port
 from bench.loadgen import LoadResult, run_load
+from bench.measure import spread
 
 LIMITS = """
 from tenants.models import Tenant
@@ -116,11 +117,6 @@ def measured(pids: list[int], load: Any) -> tuple[LoadResult, float | None]:
     if before is None or after is None or not result.requests:
         return result, None
     return result, (after - before) / result.requests * 1e6
-
-
-def spread(values: list[float], digits: int = 2) -> str:
-    """``median (lowest-highest)`` of the runs."""
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def main() -> None:

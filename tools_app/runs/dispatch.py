@@ -20,20 +20,19 @@ from mcp_platform.mcp.calls import CallLink, Relayed
 from tenants.principal import Principal
 from tools_app.backends.results import error_result
 from tools_app.catalog.spec import ToolSpec
-from tools_app.runs import store
+from tools_app.runs import queueing, store
 from tools_app.runs.delivery import address_of, relay
 from tools_app.runs.execution import argument_problem
 from tools_app.runs.models import ToolRun, new_run_id
-from tools_app.runs.queueing import queue
 from tools_app.runs.selectors import task_view
 from tools_app.runs.services import cancel_run, finish_and_signal, run_answer, run_create
 
 
-async def run_start(*, tool: ToolSpec, **fields: Any) -> ToolRun:
-    """Accept the run (in Redis: a worker finds it there) and queue it."""
-    run = await run_create(tool=tool, **fields)
-    await queue(run.id, tool)
-    return run
+async def run_start(*, tool: ToolSpec, run_id: str | None = None, **fields: Any) -> ToolRun:
+    """Accept the run (in Redis: a worker finds it there) and queue it, in one transaction."""
+    run_id = run_id or new_run_id()
+    async with queueing.accepting(run_id, tool) as also:
+        return await run_create(tool=tool, run_id=run_id, also=also, **fields)
 
 
 def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink, confirmation: str) -> dict[str, Any]:
@@ -144,5 +143,5 @@ async def answer_task(run: ToolRun, responses: dict[str, Any]) -> None:
     one, the task runs again (from the start, with all its answers) on a worker. Listen
     streams following the task hear of it."""
     if await run_answer(run.id, responses):
-        await queue(run.id, await store.spec_of(run))
+        await queueing.queue(run.id, await store.spec_of(run))
     await relay().task_status(address_of(run), task_view(await store.load(run.id) or run))

@@ -7,6 +7,7 @@ party (worker, canceller, reaper) gets to record a run's outcome, send its respo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -42,8 +43,10 @@ async def run_create(
     input_responses: dict[str, Any] | None = None,
     ttl_ms: int | None = None,
     run_id: str | None = None,
+    also: Sequence[tuple[Any, ...]] = (),
 ) -> ToolRun:
-    """Accept a run: in Redis before this returns (``store``), its row written behind."""
+    """Accept a run: in Redis before this returns (``store``), its row written behind;
+    ``also``: Redis commands of the same transaction (the message that queues it)."""
     now = timezone.now()
     expires_at = now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None
     # What the client sent is stored as the database can hold it (NUL escaped; see text.py).
@@ -79,7 +82,7 @@ async def run_create(
         updated_at=now,
     )
     run.spec = tool
-    await store.create(run, tool)
+    await store.create(run, tool, also)
     return run
 
 

@@ -21,7 +21,7 @@ recovery sweeps) merge them with the rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -186,8 +186,9 @@ def _redis() -> Redis:
     return async_redis()
 
 
-async def create(run: ToolRun, spec: ToolSpec | None) -> None:
-    """Accept a run: its hash, its first change entry and its place among the unwritten, at once."""
+async def create(run: ToolRun, spec: ToolSpec | None, also: Sequence[tuple[Any, ...]] = ()) -> None:
+    """Accept a run: its hash, its first change entry and its place among the unwritten, at
+    once, in one transaction with ``also`` (the message that queues it)."""
     state = hash_of(run, spec)
     entry = {name: value for name, value in state.items() if name != "spec"}
     pipe = _redis().pipeline(transaction=True)
@@ -196,6 +197,8 @@ async def create(run: ToolRun, spec: ToolSpec | None) -> None:
         pipe.pexpireat(run_key(run.id), int(run.expires_at.timestamp() * 1000) + WRITTEN_GRACE_SECONDS * 1000)
     pipe.xadd(CHANGES_KEY, entry)
     pipe.zadd(UNWRITTEN_KEY, {run.id: time.time()})
+    for command in also:
+        pipe.execute_command(*command)
     await pipe.execute()
 
 
