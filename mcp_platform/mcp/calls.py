@@ -110,15 +110,13 @@ class CallLink(Protocol):
     async def close_stream(self) -> None:
         """Close the HTTP response early; later messages wait in the event store."""
 
-    async def open_stream(self) -> str:
-        """Switch the response to SSE now; returns the log position later events follow."""
+    async def open_stream(self, run_id: str | None = None) -> str:
+        """Switch the response to SSE now; returns the log position later events follow.
+        ``run_id``: the run (on a worker) that produces the rest of this call's stream."""
 
     async def relay(self, after: str) -> Relayed:
         """Send the client what another process appends to this call's log after ``after``,
         until the final event (the response), which is returned."""
-
-    async def hand_over(self, run_id: str) -> None:
-        """The run ``run_id`` (on a worker) produces the rest of this call's stream now."""
 
 
 class Layer(Protocol):
@@ -148,11 +146,9 @@ class Stream(Protocol):
 
     async def close_early(self) -> None: ...
 
-    async def open(self) -> str: ...
+    async def open(self, run_id: str | None = None) -> str: ...
 
     async def relay(self, after: str) -> Relayed: ...
-
-    async def hand_over(self, run_id: str) -> None: ...
 
 
 def request_key(request_id: jsonrpc.RequestId) -> str:

@@ -143,14 +143,11 @@ class LinkRuntime:
     async def close_stream(self) -> None:
         await self._stream.close_early()
 
-    async def open_stream(self) -> str:
-        return await self._stream.open()
+    async def open_stream(self, run_id: str | None = None) -> str:
+        return await self._stream.open(run_id)
 
     async def relay(self, after: str) -> Relayed:
         return await self._stream.relay(after)
-
-    async def hand_over(self, run_id: str) -> None:
-        await self._stream.hand_over(run_id)
 
 
 class ChannelLink(LinkRuntime):
@@ -317,14 +314,11 @@ class _RelayedStream:
     def on_disconnect(self, callback: Callable[[], None]) -> None:
         raise RuntimeError("a worker does not see the client's connection")
 
-    async def open(self) -> str:
+    async def open(self, run_id: str | None = None) -> str:
         raise RuntimeError("a worker cannot open the client's stream")
 
     async def relay(self, after: str) -> Relayed:
         raise RuntimeError("a worker cannot relay to the client's stream")
-
-    async def hand_over(self, run_id: str) -> None:
-        raise RuntimeError("a worker does not hand its runs over")
 
 
 class RelayCallLink(ChannelLink):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -48,9 +49,11 @@ def _comparable(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def empty_queues() -> None:
-    for queue in (queueing.SHORT_QUEUE, queueing.LONG_QUEUE):
-        sync_redis().delete(settings.CELERY_BROKER_KEY_PREFIX + queue)
+def empty_queues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queues of this test's own: the live tests' workers consume the real ones."""
+    for name in ("SHORT_QUEUE", "LONG_QUEUE"):
+        queue = f"toolbay.test-{name.lower()}-{uuid.uuid4().hex[:8]}"
+        monkeypatch.setattr(queueing, name, queue)
 
 
 @pytest.mark.parametrize("time_limit", [None, 95])

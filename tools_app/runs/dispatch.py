@@ -56,11 +56,9 @@ def _run_fields(principal: Principal, arguments: dict[str, Any], link: CallLink,
 async def call_in_background(
     principal: Principal, tool: ToolSpec, arguments: dict[str, Any], link: CallLink, confirmation: str
 ) -> Relayed:
-    after = await link.open_stream()
-    fields = _run_fields(principal, arguments, link, confirmation)
-    # The stream names its run before a worker can take it (the worker then names itself).
     run_id = new_run_id()
-    await link.hand_over(run_id)
+    after = await link.open_stream(run_id)
+    fields = _run_fields(principal, arguments, link, confirmation)
     run = await run_start(tool=tool, is_task=False, run_id=run_id, **fields)
     link.on_cancel = functools.partial(cancel_run, run.id)
     patience = tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + settings.TOOLBAY_QUEUE_TIMEOUT_SECONDS

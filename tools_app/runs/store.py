@@ -268,8 +268,11 @@ async def transition(
             value = ""
         args.extend((name, value))
     redis = _redis()
-    keys = (run_key(run_id), CHANGES_KEY, UNWRITTEN_KEY)
-    answer = int(await redis.eval(_TRANSITION, 3, *keys, *args))
+    # EVALSHA (the script's text goes to Redis once, not with every change: redis-py's
+    # Script loads it again after a NOSCRIPT, e.g. a restarted Redis).
+    change = redis.register_script(_TRANSITION)
+    keys = [run_key(run_id), CHANGES_KEY, UNWRITTEN_KEY]
+    answer = int(await change(keys, args))
     if answer >= 0:
         return answer
     row = await ToolRun.objects.filter(pk=run_id).afirst()
@@ -277,13 +280,13 @@ async def transition(
         return 0
     flat = [item for pair in hash_of(row, None).items() for item in pair]
     await redis.eval(_RESTORE, 1, run_key(run_id), *flat)
-    return max(int(await redis.eval(_TRANSITION, 3, *keys, *args)), 0)
+    return max(int(await change(keys, args)), 0)
 
 
 def written(client: Any, versions: dict[str, int]) -> None:
     """The writer committed these runs at these versions (sync: the writer is a thread)."""
     flat = [item for pair in versions.items() for item in pair]
-    client.eval(_WRITTEN, 1, UNWRITTEN_KEY, WRITTEN_GRACE_SECONDS * 1000, *flat)
+    client.register_script(_WRITTEN)([UNWRITTEN_KEY], [WRITTEN_GRACE_SECONDS * 1000, *flat])
 
 
 async def forget(run_ids: Iterable[str]) -> None:

@@ -81,14 +81,11 @@ class RecordingLink:
     async def close_stream(self) -> None:
         return None
 
-    async def open_stream(self) -> str:
+    async def open_stream(self, run_id: str | None = None) -> str:
         return ""
 
     async def relay(self, after: str) -> Relayed:
         raise RuntimeError("a test call runs in this process; nothing is relayed")
-
-    async def hand_over(self, run_id: str) -> None:
-        raise RuntimeError("a test call runs in this process; nothing is handed over")
 
 
 async def _run(spec: ToolSpec, arguments: dict[str, Any]) -> TrialOutcome:

@@ -4,7 +4,7 @@ there is, else SSE."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,10 +84,21 @@ class PostStream:
     def cancel_on_disconnect(self) -> bool:
         return self.options.cancel_on_disconnect
 
-    async def open(self) -> str:
-        """Start the SSE response now; the log position after which later events follow."""
+    async def open(self, run_id: str | None = None) -> str:
+        """Start the SSE response now; the log position after which later events follow.
+
+        ``run_id``: a worker produces the rest of this stream, as that run; the stream names
+        it as its producer before a worker can take it (the worker then names itself), so
+        its death or overrun is noticed while this relays. Named by the claim that opens
+        the stream, when there is one: one write, not this process's name and then the run's.
+        """
         async with self._lock:
-            return await self._ensure_sse() or "0-0"
+            producer = None if run_id is None else Producer(run_id=run_id)
+            claims = not self._sse and self.options.resumable
+            after = await self._ensure_sse(producer)
+            if producer is not None and not claims:
+                await self._claim(producer)
+            return after or "0-0"
 
     async def send(self, message: dict[str, Any]) -> None:
         async with self._lock:
@@ -136,13 +147,9 @@ class PostStream:
     def _given_up(self) -> bool:
         return not self.options.cancel_on_disconnect and not self.responder.open
 
-    async def hand_over(self, run_id: str) -> None:
-        """A worker produces the rest of this stream, as the run ``run_id``: its death or
-        overrun is noticed while this relays."""
+    def _claim(self, producer: Producer) -> Awaitable[None]:
         options = self.options
-        await options.watch.liveness.claim(
-            self.session_id, self.stream_id, Producer(run_id=run_id), options.events.ttl_seconds
-        )
+        return options.watch.liveness.claim(self.session_id, self.stream_id, producer, options.events.ttl_seconds)
 
     def on_disconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` when the client closes the stream (watched from the SSE switch,
@@ -191,8 +198,9 @@ class PostStream:
             event_id = event.event_id if self.options.resumable else None
             await self.responder.write(sse.event(event.data, event_id=event_id))
 
-    async def _ensure_sse(self) -> str | None:
-        """Open the SSE response once; returns the priming event's log entry, if one was sent."""
+    async def _ensure_sse(self, producer: Producer | None = None) -> str | None:
+        """Open the SSE response once; returns the priming event's log entry, if one was sent.
+        A resumable stream names its producer: ``producer``, or this process."""
         if self._sse:
             return None
         self._sse = True
@@ -203,9 +211,11 @@ class PostStream:
             self._watch()
         if not options.resumable:
             return None
-        liveness = options.watch.liveness
-        producer = Producer(process=liveness.process_id, request_ids=self.request_ids, tool_call=self.tool_call)
-        claim = liveness.claim(self.session_id, self.stream_id, producer, options.events.ttl_seconds)
+        if producer is None:
+            producer = Producer(
+                process=options.watch.liveness.process_id, request_ids=self.request_ids, tool_call=self.tool_call
+            )
+        claim = self._claim(producer)
         if supports_priming(self.protocol_version):
             event_id, _ = await asyncio.gather(options.events.append(self.session_id, self.stream_id, b""), claim)
             await self.responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
