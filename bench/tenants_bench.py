@@ -58,43 +58,45 @@ METRICS_TOKEN = "tenants-bench-metrics"
 GRANTED_PLATFORM_TOOLS = 10
 
 SEED = """
-INSERT INTO tenants_tenant (slug, name, is_active, allow_anonymous, api_keys_enabled, created_at, updated_at)
-SELECT 'bench-' || i, 'Bench tenant ' || i, true, false, true, now(), now() FROM generate_series(1, %(tenants)s) AS i;
+INSERT INTO tenants_tenant (slug, name, is_active, allow_anonymous, api_keys_enabled, tool_listing, created_at,
+    updated_at)
+SELECT 'bench-' || i, 'Bench tenant ' || i, true, false, true, 'list', now(), now()
+FROM generate_series(1, %(tenants)s) AS i;
 
-INSERT INTO tenants_apikey (tenant_id, name, prefix, key_hash, scopes, created_at)
+INSERT INTO tenants_apikey (tenant_id, name, prefix, key_hash, scopes, tool_listing, created_at)
 SELECT t.id, 'bench', lpad(to_hex(t.id), 12, '0'),
        encode(sha256(convert_to('tbk_' || lpad(to_hex(t.id), 12, '0') || '_bench-secret-' || t.id, 'UTF8')), 'hex'),
-       '[]', now()
+       '[]', '', now()
 FROM tenants_tenant AS t WHERE t.slug LIKE 'bench-%%';
 
 INSERT INTO tools_app_tool (tenant_id, name, title, description, input_schema, output_schema, read_only_hint,
     icons, tags, backend_kind, backend_config, execution_mode, task_support, timeout_seconds, enabled, version,
-    created_at, updated_at, confirmation)
+    created_at, updated_at, confirmation, always_visible)
 SELECT t.id, 'tool_' || lpad(j::text, 2, '0'), '',
        'Tool ' || j || ' of ' || t.slug || ': echoes the text it is given, the number of times asked.',
        '{"type": "object", "properties": {"text": {"type": "string", "description": "What ' || t.slug
          || ' wants echoed by tool ' || j || '."}, "times": {"type": "integer", "minimum": 1}}, "required": ["text"]}',
        NULL, true, '[]', '[]', 'python', '{"handler": "demo.echo"}', 'inline', 'forbidden', 30, true, 1,
-       now(), now(), 'none'
+       now(), now(), 'none', false
 FROM tenants_tenant AS t CROSS JOIN generate_series(0, %(tools)s - 1) AS j WHERE t.slug LIKE 'bench-%%';
 
 INSERT INTO tools_app_accessrule (effect, tool_pattern, scopes, note, created_at, updated_at, owner_id, tenant_id,
-    kind, oauth_groups, oauth_subjects, confirmation, enabled)
-SELECT 'allow', '*', '[]', '', now(), now(), t.id, t.id, 'tool', '[]', '[]', '', true
+    kind, oauth_groups, oauth_subjects, confirmation, enabled, always_visible)
+SELECT 'allow', '*', '[]', '', now(), now(), t.id, t.id, 'tool', '[]', '[]', '', true, false
 FROM tenants_tenant AS t WHERE t.slug LIKE 'bench-%%';
 
 INSERT INTO tools_app_tool (tenant_id, name, title, description, input_schema, output_schema, read_only_hint,
     icons, tags, backend_kind, backend_config, execution_mode, task_support, timeout_seconds, enabled, version,
-    created_at, updated_at, confirmation)
+    created_at, updated_at, confirmation, always_visible)
 SELECT NULL, 'platform_' || lpad(k::text, 3, '0'), '', 'Platform tool ' || k || ', the same for every tenant.',
        '{"type": "object", "properties": {"query": {"type": "string", "description": "What to look up."}}}',
        NULL, true, '[]', (CASE WHEN k < %(granted)s THEN '["bench-shared"]' ELSE '[]' END)::jsonb, 'python',
-       '{"handler": "demo.echo"}', 'inline', 'forbidden', 30, true, 1, now(), now(), 'none'
+       '{"handler": "demo.echo"}', 'inline', 'forbidden', 30, true, 1, now(), now(), 'none', false
 FROM generate_series(0, %(platform)s - 1) AS k;
 
 INSERT INTO tools_app_accessrule (effect, tool_pattern, scopes, note, created_at, updated_at, kind, oauth_groups,
-    oauth_subjects, confirmation, enabled)
-VALUES ('allow', 'tag:bench-shared', '[]', '', now(), now(), 'tool', '[]', '[]', '', true);
+    oauth_subjects, confirmation, enabled, always_visible)
+VALUES ('allow', 'tag:bench-shared', '[]', '', now(), now(), 'tool', '[]', '[]', '', true, false);
 ANALYZE
 """
 
