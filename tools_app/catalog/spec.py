@@ -150,6 +150,12 @@ class EntrySpec:
         return {key: value for key, value in data.items() if key in self.listed_always or _listed(value)}
 
 
+# What an uncurated tool fixes and defaults: one shared empty dict (never changed:
+# ``backend_arguments`` builds a new one), not two per tool in every tenant's catalog
+# (128 bytes a tool; tenants_bench: 0.0521 MiB per cached tenant of 20 tools, 0.05 the target).
+NO_ARGUMENTS: dict[str, Any] = {}
+
+
 @dataclass(frozen=True, eq=False, kw_only=True)
 class ToolSpec(EntrySpec):
     kind: ClassVar[str] = "tool"
@@ -164,8 +170,8 @@ class ToolSpec(EntrySpec):
     # Curation (tools_app.catalog.curation): name, title, description and input_schema above are
     # the published ones; these say what the source called it and what the backend gets besides.
     source_name: str = ""
-    fixed_arguments: dict[str, Any] = field(default_factory=dict)
-    default_arguments: dict[str, Any] = field(default_factory=dict)
+    fixed_arguments: dict[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
+    default_arguments: dict[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
     hidden_arguments: frozenset[str] = frozenset()
     curation_version: int = 0  # 0: not curated
     always_visible: bool = False  # listed next to the search tool in search mode
