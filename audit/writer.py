@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import socket
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +31,7 @@ from psycopg.types.json import Jsonb
 from audit.journal import JOURNAL_KEY, ROW_FIELD
 from audit.models import Invocation, QuarantinedInvocation
 from mcp_platform.mcp.text import storable
+from mcp_platform.write_behind import DatabaseUnavailable, Entries, StreamWriter
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +79,6 @@ LATER_COLUMNS = {
     "trace_id": None,
     "connection": "",
 }
-CLAIM_EVERY_SECONDS = 5.0
-RETRY_PAUSE_SECONDS = 2.0
-
-Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 @dataclass(frozen=True)
@@ -175,10 +169,6 @@ def insert_rows(rows: Sequence[dict[str, Any]]) -> None:
             _insert_other(rows)
 
 
-class DatabaseUnavailable(Exception):
-    """The database could not be reached: retry the batch later, acknowledge nothing."""
-
-
 def write_entries(entries: Sequence[Entry], insert: Callable[[Sequence[dict[str, Any]]], None] = insert_rows) -> int:
     """Write decodable entries (quarantining what the database refuses); returns rows quarantined.
 
@@ -216,101 +206,24 @@ def write_entries(entries: Sequence[Entry], insert: Callable[[Sequence[dict[str,
     return len(bad)
 
 
-class JournalWriter:
-    def __init__(
-        self,
-        client: redis.Redis,
-        *,
-        batch_rows: int,
-        claim_idle_seconds: float,
-        block_ms: int = 1000,
-        linger_seconds: float = 0.0,
-        name: str | None = None,
-    ) -> None:
-        """``linger_seconds``: after a batch smaller than ``batch_rows``, wait this long before
-        reading again, so rows arriving at a steady rate go in fewer, larger transactions
-        (a transaction costs far more than a row)."""
-        self._redis = client
-        self._linger = linger_seconds
-        self._batch_rows = batch_rows
-        self._claim_idle_ms = int(claim_idle_seconds * 1000)
-        self._block_ms = block_ms
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+class JournalWriter(StreamWriter):
+    """The invocation journal's writer (``StreamWriter``: the consumer group's loop)."""
+
+    stream = JOURNAL_KEY
+    group = GROUP
+    label = "audit writer"
+
+    def __init__(self, client: redis.Redis, **options: Any) -> None:
+        super().__init__(client, **options)
         self.written = 0
         self.quarantined = 0
-        self._claimed_at = 0.0
 
-    def ensure_group(self) -> None:
-        try:
-            # From the stream's start: rows appended before any writer existed are written too.
-            self._redis.xgroup_create(JOURNAL_KEY, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    def run(self, should_stop: Callable[[], bool]) -> None:
-        self.ensure_group()
-        log.info("audit writer %s: writing the invocation journal to the database", self.name)
-        while not should_stop():
-            try:
-                self.step()
-            except DatabaseUnavailable as exc:
-                log.error("audit writer: database unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
-                time.sleep(RETRY_PAUSE_SECONDS)
-            except redis.ConnectionError as exc:
-                log.error("audit writer: Redis unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
-                time.sleep(RETRY_PAUSE_SECONDS)
-            except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                self.ensure_group()  # the stream was deleted (e.g. Redis restarted empty)
-
-    def step(self) -> int:
-        """One round: entries abandoned by dead writers, then new ones. Returns entries handled."""
-        handled = 0
-        now = time.monotonic()
-        if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
-            self._claimed_at = now
-            handled += self._handle(self._claim())
-        batches = self._redis.xreadgroup(
-            GROUP, self.name, {JOURNAL_KEY: ">"}, count=self._batch_rows, block=self._block_ms
-        )
-        read = 0
-        for _, entries in cast(list[tuple[bytes, Entries]], batches or []):
-            read += len(entries)
-            handled += self._handle(entries)
-        if 0 < read < self._batch_rows and self._linger:
-            time.sleep(self._linger)  # let the next batch gather (the rows are safe in the journal)
-        return handled
-
-    def _claim(self) -> Entries:
-        """Entries another writer took but did not acknowledge within the idle time (it died),
-        and this writer's own (an earlier round that failed before acknowledging)."""
-        own = cast(
-            list[tuple[bytes, Entries]],
-            self._redis.xreadgroup(GROUP, self.name, {JOURNAL_KEY: "0"}, count=self._batch_rows),
-        )
-        entries: Entries = [entry for _, batch in own for entry in batch]
-        answer: list[Any] = self._redis.xautoclaim(
-            JOURNAL_KEY, GROUP, self.name, min_idle_time=self._claim_idle_ms, start_id="0-0", count=self._batch_rows
-        )
-        entries.extend(answer[1])
-        return entries
-
-    def _handle(self, entries: Entries) -> int:
-        if not entries:
-            return 0
+    def write(self, entries: Entries) -> None:
         # A pending entry already deleted comes back without fields: it only needs its ack.
         decoded = [_decode(journal_id, fields) for journal_id, fields in entries if fields]
         quarantined = write_entries(decoded)
-        ids = [journal_id for journal_id, _ in entries]
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.xack(JOURNAL_KEY, GROUP, *ids)
-        pipe.xdel(JOURNAL_KEY, *ids)
-        pipe.execute()
         self.written += len(decoded) - quarantined
         self.quarantined += quarantined
-        return len(entries)
 
 
 def backlog(client: redis.Redis) -> int:

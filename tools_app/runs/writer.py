@@ -12,9 +12,6 @@ and repetition do not matter.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -23,6 +20,7 @@ from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 
 from mcp_platform.redis_clients import sync_redis
+from mcp_platform.write_behind import DatabaseUnavailable, Entries, StreamWriter
 from tools_app.catalog.models import Tool
 from tools_app.runs import store
 from tools_app.runs.models import ToolRun
@@ -30,10 +28,6 @@ from tools_app.runs.models import ToolRun
 log = logging.getLogger(__name__)
 
 GROUP = "run-writers"
-CLAIM_EVERY_SECONDS = 5.0
-RETRY_PAUSE_SECONDS = 2.0
-
-Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 
 def _upsert_sql() -> tuple[str, list[str]]:
@@ -66,10 +60,6 @@ def upsert(runs: Sequence[ToolRun]) -> None:
         cursor.executemany(sql, [_params(run) for run in runs])
 
 
-class DatabaseUnavailable(Exception):
-    """Retry the batch later, acknowledge nothing."""
-
-
 def write(runs: Sequence[ToolRun]) -> None:
     """Write the batch; a batch the database refuses is written run by run, and a run it
     still refuses (its tenant was deleted) is logged and left out."""
@@ -89,75 +79,20 @@ def write(runs: Sequence[ToolRun]) -> None:
             log.error("run writer: run %s (version %d) not written: %s", run.id, run.version, exc)
 
 
-class RunWriter:
-    def __init__(
-        self, client: redis.Redis, *, batch_rows: int, claim_idle_seconds: float, block_ms: int = 1000
-    ) -> None:
-        self._redis = client
-        self._batch_rows = batch_rows
-        self._claim_idle_ms = int(claim_idle_seconds * 1000)
-        self._block_ms = block_ms
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
+class RunWriter(StreamWriter):
+    """The runs' changes writer (``StreamWriter``: the consumer group's loop). Of the
+    changes of one run in a batch, only its newest version is written."""
+
+    stream = store.CHANGES_KEY
+    group = GROUP
+    label = "run writer"
+
+    def __init__(self, client: redis.Redis, **options: Any) -> None:
+        super().__init__(client, **options)
         self.written = 0
-        self._claimed_at = 0.0
+        self._versions: dict[str, int] = {}
 
-    def ensure_group(self) -> None:
-        try:
-            self._redis.xgroup_create(store.CHANGES_KEY, GROUP, id="0", mkstream=True)
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-
-    def run(self, should_stop: Callable[[], bool]) -> None:
-        self.ensure_group()
-        while not should_stop():
-            try:
-                self.step()
-            except DatabaseUnavailable as exc:
-                log.error("run writer: database unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
-                time.sleep(RETRY_PAUSE_SECONDS)
-            except redis.ConnectionError as exc:
-                log.error("run writer: Redis unavailable (%s); retrying in %gs", exc, RETRY_PAUSE_SECONDS)
-                time.sleep(RETRY_PAUSE_SECONDS)
-            except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
-                    raise
-                self.ensure_group()  # the stream was deleted (e.g. Redis restarted empty)
-
-    def step(self) -> int:
-        """One round: entries abandoned by dead writers, then new ones. Returns entries handled."""
-        handled = 0
-        now = time.monotonic()
-        if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
-            self._claimed_at = now
-            handled += self._handle(self._claim())
-        batches = self._redis.xreadgroup(
-            GROUP, self.name, {store.CHANGES_KEY: ">"}, count=self._batch_rows, block=self._block_ms
-        )
-        for _, entries in cast(list[tuple[bytes, Entries]], batches or []):
-            handled += self._handle(entries)
-        return handled
-
-    def _claim(self) -> Entries:
-        own = cast(
-            list[tuple[bytes, Entries]],
-            self._redis.xreadgroup(GROUP, self.name, {store.CHANGES_KEY: "0"}, count=self._batch_rows),
-        )
-        entries: Entries = [entry for _, batch in own for entry in batch]
-        answer: list[Any] = self._redis.xautoclaim(
-            store.CHANGES_KEY,
-            GROUP,
-            self.name,
-            min_idle_time=self._claim_idle_ms,
-            start_id="0-0",
-            count=self._batch_rows,
-        )
-        entries.extend(answer[1])
-        return entries
-
-    def _handle(self, entries: Entries) -> int:
-        if not entries:
-            return 0
+    def write(self, entries: Entries) -> None:
         newest: dict[str, ToolRun] = {}
         for _, fields in entries:
             if not fields:  # a pending entry already deleted: it only needs its ack
@@ -167,14 +102,11 @@ class RunWriter:
                 newest[run.id] = run
         if newest:
             write(list(newest.values()))
-        ids = [entry_id for entry_id, _ in entries]
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.xack(store.CHANGES_KEY, GROUP, *ids)
-        pipe.xdel(store.CHANGES_KEY, *ids)
-        pipe.execute()
-        store.written(self._redis, {run.id: run.version for run in newest.values()})
-        self.written += len(newest)
-        return len(entries)
+        self._versions = {run.id: run.version for run in newest.values()}
+
+    def acknowledged(self, entries: Entries) -> None:
+        store.written(self._redis, self._versions)
+        self.written += len(self._versions)
 
 
 def write_runs(should_stop: Callable[[], bool]) -> None:
@@ -183,6 +115,7 @@ def write_runs(should_stop: Callable[[], bool]) -> None:
         sync_redis(),
         batch_rows=settings.AUDIT_WRITER_BATCH_ROWS,
         claim_idle_seconds=settings.AUDIT_WRITER_CLAIM_IDLE_SECONDS,
+        linger_seconds=settings.AUDIT_WRITER_LINGER_MS / 1000,
     )
     log.info("run writer %s: writing runs to the database", writer.name)
     try:
