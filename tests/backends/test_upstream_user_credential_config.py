@@ -112,3 +112,48 @@ def test_add_upstream_refuses_a_bad_user_credential(acme: Tenant, providers: Non
     with pytest.raises(CommandError, match="no secret named 'nope'"):
         call_command(*base, "--bearer-secret", "nope")
     assert not UpstreamServer.objects.filter(name="mail").exists()
+
+
+# Attack: a tenant admin setting a user credential on a server not of their tenant (a platform
+# server, another tenant's). Only the admin edits upstream servers (the REST API has no upstream
+# endpoint): such a server is missing to them (404), and an add or a move naming the platform
+# or another tenant is refused with the tenant field's error. Nothing changes.
+CREDENTIAL = {"type": "connection", "provider": "gh"}
+
+
+@pytest.mark.parametrize("owner", ["platform", "globex"])
+def test_a_tenant_admin_cannot_set_a_user_credential_on_a_server_not_of_their_tenant(
+    acme: Tenant, globex: Tenant, providers: None, acme_admin_client: Client, owner: str
+) -> None:
+    tenant = globex if owner == "globex" else None
+    server = UpstreamServer.objects.create(tenant=tenant, name="mail", url="https://mcp.example.com/mcp")
+    before = UpstreamServer.objects.filter(pk=server.pk).values().get()
+    url = f"/admin/tools_app/upstreamserver/{server.pk}/change/"
+    assert acme_admin_client.get(url).status_code == 404
+    form = _form(acme, tenant=tenant.pk if tenant else "", user_credential=json.dumps(CREDENTIAL))
+    assert acme_admin_client.post(url, form).status_code == 404
+    assert UpstreamServer.objects.filter(pk=server.pk).values().get() == before
+
+
+@pytest.mark.parametrize("owner", ["platform", "globex"])
+def test_a_tenant_admin_cannot_add_a_server_with_a_user_credential_for_another_owner(
+    acme: Tenant, globex: Tenant, providers: None, acme_admin_client: Client, owner: str
+) -> None:
+    tenant = globex.pk if owner == "globex" else ""
+    form = _form(acme, tenant=tenant, user_credential=json.dumps(CREDENTIAL))
+    page = acme_admin_client.post("/admin/tools_app/upstreamserver/add/", form)
+    assert page.status_code == 200  # the form again, with the tenant field's error
+    assert "errorlist" in page.content.decode()
+    assert not UpstreamServer.objects.exists()
+
+
+def test_a_tenant_admin_cannot_move_their_server_to_the_platform(
+    acme: Tenant, providers: None, acme_admin_client: Client
+) -> None:
+    server = UpstreamServer.objects.create(tenant=acme, name="mail", url="https://mcp.example.com/mcp")
+    form = _form(acme, tenant="", user_credential=json.dumps(CREDENTIAL))
+    page = acme_admin_client.post(f"/admin/tools_app/upstreamserver/{server.pk}/change/", form)
+    assert page.status_code == 200
+    assert "errorlist" in page.content.decode()
+    server.refresh_from_db()
+    assert server.tenant_id == acme.pk and server.user_credential == {}

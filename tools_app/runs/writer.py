@@ -56,8 +56,11 @@ def _params(run: ToolRun) -> list[Any]:
 def upsert(runs: Sequence[ToolRun]) -> None:
     """Write these runs' states in one transaction (the newest version of each wins)."""
     sql, _ = _upsert_sql()
+    # In the order of the run ids: two writers' batches holding the same runs then lock their
+    # rows in the same order, so one waits for the other instead of both deadlocking.
+    ordered = sorted(runs, key=lambda run: run.id)
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.executemany(sql, [_params(run) for run in runs])
+        cursor.executemany(sql, [_params(run) for run in ordered])
 
 
 def write(runs: Sequence[ToolRun]) -> None:
