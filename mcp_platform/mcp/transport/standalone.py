@@ -217,16 +217,17 @@ class StandaloneStream:
 async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:
     """Handle one catalog change for a batch of this process's streams.
 
-    Round trips do not grow with the number of streams: one shared generation check
-    (inside ``revalidate``), then for the sessions whose visible list moved, one pipeline
-    for their remembered fingerprints, one for the new events and one to read them back.
+    Round trips do not grow with the number of streams: one revalidation per distinct
+    credential (sharing one generation check), then for the sessions whose visible list
+    moved, one pipeline for their remembered fingerprints and one that appends the new
+    events and reads them back.
     """
     host = services.host
     listeners = [stream for stream in streams if isinstance(stream, ListenStream)]
     if listeners:  # 2026-07-28 listen streams keep their fingerprints themselves: no batching needed
         await asyncio.gather(*(listener.refresh() for listener in listeners))
     sessions = [stream for stream in streams if isinstance(stream, StandaloneStream)]
-    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in sessions))
+    identities = await _revalidated(host, [stream.identity for stream in sessions])
     # (stream, its fingerprints now, what it held before): the stored fingerprint decides,
     # the one in memory stands in when Redis lost it.
     moved: list[tuple[StandaloneStream, Mapping[str, str], str]] = []
@@ -252,9 +253,34 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
             appends += [(stream.session_id, STREAM_ID, _notification(method)) for method in methods]
     if not told:
         return
-    await services.events.append_many(appends)
+    pending = await services.events.append_and_read(
+        appends, [(stream.session_id, STREAM_ID, stream.last) for stream in told]
+    )
     LIST_CHANGED_SENT.inc(len(appends))
-    await _deliver_pending(services, told)
+    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))
+
+
+async def _revalidated(host: Any, identities: list[Any]) -> list[Any]:
+    """``host.revalidate`` for each identity, once per distinct credential: a thousand sessions
+    of one key cost one check, not a thousand. An equal identity shares the verdict; a
+    session keeps its own identity object when the check leaves it unchanged (fields that
+    equality ignores, such as an OAuth caller's token, stay its own), and one whose
+    credential changed is checked on its own."""
+    distinct = list(dict.fromkeys(identities))
+    checked = dict(zip(distinct, await asyncio.gather(*(host.revalidate(i) for i in distinct)), strict=True))
+    results: list[Any] = []
+    own: list[int] = []
+    for index, identity in enumerate(identities):
+        now = checked[identity]
+        if now is None or now == identity:
+            results.append(None if now is None else identity)
+        else:
+            results.append(None)
+            own.append(index)
+    if own:
+        for index, now in zip(own, await asyncio.gather(*(host.revalidate(identities[i]) for i in own)), strict=True):
+            results[index] = now
+    return results
 
 
 async def _deliver_pending(services: StreamServices, streams: list[StandaloneStream]) -> None:
