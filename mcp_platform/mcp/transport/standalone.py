@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,7 @@ class StandaloneStream:
     # Many of these stay open for hours: no per-instance dict.
     __slots__ = (
         "_again",
-        "_beats",
+        "_beat",
         "_delivering",
         "_ending",
         "_hub",
@@ -116,7 +117,7 @@ class StandaloneStream:
         self._ending: str | None = None  # "ended" or "revoked" once the stream must end
         self._delivering: asyncio.Task[None] | None = None
         self._again = False  # woken again while delivering
-        self._beats: set[asyncio.Task[None]] = set()
+        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
 
     def follows_task(self, task_id: str) -> bool:
         """Legacy tasks report on the session's own log (``session.events``), not by id."""
@@ -156,7 +157,7 @@ class StandaloneStream:
             if self._ending == "revoked":
                 await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
         finally:
-            for task in (self._delivering, *self._beats):
+            for task in (self._delivering, self._beat):
                 if task is not None:
                     task.cancel()
             await hub.unregister(self)
@@ -202,13 +203,20 @@ class StandaloneStream:
         digests = await self.services.host.visible_digests(self.identity)
         fresh = encode_digests(digests)
         (previous,) = await self.services.sessions.swap_digests([(self.session.id, fresh)])
-        self.digest = fresh
+        self.digest = sys.intern(fresh)  # a tenant's sessions hold one copy
         for method in changed_lists(previous.decode() if previous is not None else None, digests):
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
-        sse.keep_alive_soon(self._responder, self._send_lock, self._beats, self._renew_lock)
+        beat = sse.keep_alive_soon(self._responder, self._send_lock, self._beat, self._renew_lock)
+        if beat is not self._beat and beat is not None:
+            beat.add_done_callback(self._beat_done)
+        self._beat = beat
+
+    def _beat_done(self, beat: asyncio.Task[None]) -> None:
+        if self._beat is beat:
+            self._beat = None  # an idle stream keeps no finished task
 
     async def _renew_lock(self) -> None:
         await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
@@ -240,7 +248,7 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
         fresh = encode_digests(digests)
         if fresh != stream.digest:
             moved.append((stream, digests, stream.digest))
-            stream.digest = fresh
+            stream.digest = sys.intern(fresh)  # a tenant's sessions hold one copy
     if not moved:
         return
     previous = await services.sessions.swap_digests([(stream.session_id, stream.digest) for stream, _, _ in moved])
