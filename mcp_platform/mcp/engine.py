@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 
-from mcp_platform.mcp import jsonrpc, loglevels, messages, names
+from mcp_platform.mcp import inbox, jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.calls import CallLink, Layer, Relayed, Stream, request_key
 from mcp_platform.mcp.cursor import CursorCodec
 from mcp_platform.mcp.features import resources, tools
@@ -160,13 +160,13 @@ class Engine(Spine[Session, dict[str, Any]]):
             return
         channel = cast(bytes | None, await self.redis.getdel(names.pending_request_key(session.id, message.id)))
         if channel is not None:
-            await self.layer.send(channel.decode(), messages.mcp_reply(message.raw))
+            await inbox.post(self.layer, channel, messages.mcp_reply(message.raw))
 
     async def _cancel(self, session: Session, request_id: jsonrpc.RequestId) -> None:
         key = request_key(request_id)
         channel = cast(bytes | None, await self.redis.get(names.inflight_key(session.id, key)))
         if channel is not None:
-            await self.layer.send(channel.decode(), messages.mcp_cancel())
+            await inbox.post(self.layer, channel, messages.mcp_cancel())
         else:
             await self.redis.set(names.cancelled_key(session.id, key), b"1", ex=60)
 

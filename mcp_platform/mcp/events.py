@@ -102,6 +102,27 @@ class EventStore:
             for (_, stream_id, _), entry in zip(items, results[::2], strict=True)
         ]
 
+    async def append_and_read(
+        self, appends: list[tuple[str, str, bytes]], reads: list[tuple[str, str, str]]
+    ) -> list[list[StoredEvent]]:
+        """``append_many`` then ``after_many`` in one round trip: Redis runs a connection's
+        commands in order, so each read sees the appends before it (a fan-out to a thousand
+        sessions pays one wait for Redis, not two)."""
+        commands = [
+            command
+            for session_id, stream_id, data in appends
+            for command in _appended(names.events_key(session_id, stream_id), data, False, self._ttl)
+        ]
+        commands += [
+            ("XRANGE", names.events_key(session_id, stream_id), f"({after_entry}", "+", "COUNT", 1000)
+            for session_id, stream_id, after_entry in reads
+        ]
+        results = _checked(await self._batch.run(commands))[len(appends) * 2 :]
+        return [
+            _stored(stream_id, cast(list[list[object]], rows))
+            for (_, stream_id, _), rows in zip(reads, results, strict=True)
+        ]
+
     async def after_many(self, items: list[tuple[str, str, str]]) -> list[list[StoredEvent]]:
         """``after`` for several (session, stream, after entry) at once, in one round trip."""
         commands = [

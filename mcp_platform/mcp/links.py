@@ -6,8 +6,8 @@ link is a ``LinkRuntime``: its messages go to a ``Stream``, a cancellation stops
 A 2026-07-28 call in this process needs nothing more: a client that closes its stream has
 cancelled it. The handshake-era leg adds a ``ChannelLink``: cancellations and the client's
 answers to server→client requests can arrive at any server process, so they reach the call
-through a channel-layer channel that the call registers in Redis, but only once it has run
-for ``REGISTER_DELAY_SECONDS``: short calls never touch Redis for it, and a cancellation
+through the process inbox (inbox.py), under an address that the call registers in Redis, but
+only once it has run for ``REGISTER_DELAY_SECONDS``: short calls never touch Redis for it, and a cancellation
 that arrives earlier is parked and picked up when the call registers. Such a call runs
 here on its POST stream (``StreamCallLink``) or on a Celery worker, whose messages go
 through the relay (``RelayCallLink``).
@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from mcp_platform.mcp import jsonrpc, loglevels, messages, names
 from mcp_platform.mcp.calls import ClientRequestError, Layer, Relayed, Stream, request_key
 from mcp_platform.mcp.detached import detach
+from mcp_platform.mcp.inbox import inbox_for
 from mcp_platform.mcp.relay import CallAddress, Relay
 from mcp_platform.mcp.rounds import InputRound
 from mcp_platform.redis_batch import CommandBatch
@@ -151,8 +152,8 @@ class LinkRuntime:
 
 
 class ChannelLink(LinkRuntime):
-    """A handshake-era link: cancellations and the client's answers reach its call through a
-    channel-layer channel registered in Redis.
+    """A handshake-era link: cancellations and the client's answers reach its call through the
+    process inbox, at an address registered in Redis.
 
     Subclasses say under which key the channel is registered and whether a cancellation was
     parked there (``_claim`` / ``_release``).
@@ -163,7 +164,8 @@ class ChannelLink(LinkRuntime):
         self._redis = redis
         self._layer = layer
         self._request_timeout = request_timeout
-        self._channel: str | None = None
+        self._channel: str | None = None  # the call's address in the process inbox, once registered
+        self._token: str | None = None
         self._registration: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -226,15 +228,14 @@ class ChannelLink(LinkRuntime):
         return self._registration
 
     async def _register(self) -> None:
-        channel = await self._layer.new_channel()
-        self._channel = channel
-        self._spawn(self._listen(channel))
-        if await self._claim(channel):
+        inbox = inbox_for(self._layer)
+        self._token, address = await inbox.open(self._deliver)
+        self._channel = address
+        if await self._claim(address):
             self.cancel()
 
-    async def _listen(self, channel: str) -> None:
-        while True:
-            messages.dispatch(self, await self._layer.receive(channel))
+    def _deliver(self, message: dict[str, Any]) -> None:
+        messages.dispatch(self, message)
 
     def mcp_cancel(self, message: dict[str, Any]) -> None:
         self.cancel()
@@ -251,6 +252,7 @@ class ChannelLink(LinkRuntime):
             self._timer.cancel()
         for task in list(self._tasks):
             task.cancel()
+        self._leave_inbox()
         if self._channel is not None:
             await self._release()
 
@@ -261,8 +263,14 @@ class ChannelLink(LinkRuntime):
             self._timer.cancel()
         for task in list(self._tasks):
             task.cancel()
+        self._leave_inbox()
         if self._channel is not None:
             detach(self._release())
+
+    def _leave_inbox(self) -> None:
+        if self._token is not None:
+            inbox_for(self._layer).close(self._token)
+            self._token = None
 
 
 class StreamCallLink(ChannelLink):

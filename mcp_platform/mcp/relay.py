@@ -15,7 +15,7 @@ from typing import Any, Protocol, cast
 
 from redis.asyncio import Redis
 
-from mcp_platform.mcp import jsonrpc, messages, names
+from mcp_platform.mcp import inbox, jsonrpc, messages, names
 from mcp_platform.mcp.events import EventStore
 from mcp_platform.mcp.liveness import Producer, producer_command
 
@@ -109,7 +109,7 @@ class Relay:
         )
 
     async def register_runner(self, run_id: str, channel: str) -> None:
-        """The channel of the process running a run now; cancellations go there."""
+        """The inbox address of the call running a run now; cancellations go there."""
         await self._redis.set(names.run_channel_key(run_id), channel, ex=24 * 3600)
 
     async def unregister_runner(self, run_id: str) -> None:
@@ -119,7 +119,7 @@ class Relay:
         """Tell the process running ``run_id`` (if one registered) to stop it."""
         channel = cast(bytes | None, await self._redis.get(names.run_channel_key(run_id)))
         if channel is not None:
-            await self._layer.send(channel.decode(), messages.mcp_cancel())
+            await inbox.post(self._layer, channel, messages.mcp_cancel())
 
     async def session_notify(self, tenant_id: int, session_id: str, method: str, params: dict[str, Any]) -> None:
         """A notification for a session as a whole, not for one of its calls (e.g.

@@ -151,3 +151,40 @@ def test_cancellation_arriving_before_registration_is_honoured(http, server, oth
     assert time.monotonic() - started < 3
     assert response.status_code in (200, 202)
     assert "result" not in response.text
+
+
+def test_calls_share_their_process_inbox_and_a_cancellation_reaches_only_its_call(
+    http, server, other_server, live_world
+):
+    """Two calls running in one process register addresses in that process's one inbox (one
+    channel, a token each); a cancellation posted to the other process stops only its own."""
+    key = live_world.keys["alpha"]
+    first = McpSession.open(http, server.endpoint("live-alpha"), key)
+    second = McpSession.open(http, server.endpoint("live-alpha"), key)
+    doomed = first.post_in_thread(rpc("tools/call", {"name": "countdown", "arguments": {"n": 50}}, id=21))
+    kept = second.post_in_thread(rpc("tools/call", {"name": "countdown", "arguments": {"n": 10}}, id=22))
+    keys = [
+        names.inflight_key(first.session_id, request_key(21)),
+        names.inflight_key(second.session_id, request_key(22)),
+    ]
+    wait_for(lambda: all(sync_redis().exists(k) for k in keys), message="both countdowns to be registered")
+    addresses = [sync_redis().get(k).decode() for k in keys]
+    channels = {address.split(" ", 1)[0] for address in addresses}
+    tokens = {address.split(" ", 1)[1] for address in addresses}
+    assert len(channels) == 1, addresses  # one inbox for the process
+    assert len(tokens) == 2, addresses  # each call its own address in it
+    cancelled = http.post(
+        other_server.endpoint("live-alpha"),
+        json=note("notifications/cancelled", {"requestId": 21, "reason": "user"}),
+        headers=first.headers(),
+    )
+    assert cancelled.status_code == 202
+    stopped = [e.message for e in parse_sse(doomed.response().text.split("\n")) if e.data]
+    assert all("method" in m for m in stopped), "a cancelled request gets no response"
+    response = kept.response()
+    if response.headers["content-type"].startswith("application/json"):
+        answer = response.json()
+    else:
+        answer = [e.message for e in parse_sse(response.text.split("\n")) if e.data][-1]
+    assert answer["id"] == 22 and "result" in answer, answer
+    wait_for(lambda: not any(sync_redis().exists(k) for k in keys), message="both registrations released")

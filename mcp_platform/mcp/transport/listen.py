@@ -70,7 +70,7 @@ class ListenStream:
             self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
         self._task_ids = frozenset(self.honoured.get("taskIds", ()))
         self._responder = responder
-        self._beats: set[asyncio.Task[None]] = set()
+        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
         self._server_meta = server_meta
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
@@ -102,8 +102,9 @@ class ListenStream:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await unregister()
-            for task in (*tasks, *self._beats):
-                task.cancel()
+            for task in (*tasks, self._beat):
+                if task is not None:
+                    task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
@@ -166,4 +167,11 @@ class ListenStream:
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick: a comment, in order with the notifications."""
-        sse.keep_alive_soon(self._responder, self._send_lock, self._beats)
+        beat = sse.keep_alive_soon(self._responder, self._send_lock, self._beat)
+        if beat is not self._beat and beat is not None:
+            beat.add_done_callback(self._beat_done)
+        self._beat = beat
+
+    def _beat_done(self, beat: asyncio.Task[None]) -> None:
+        if self._beat is beat:
+            self._beat = None  # an idle stream keeps no finished task

@@ -41,17 +41,18 @@ async def keep_alive(responder: Responder, interval: float) -> None:
 def keep_alive_soon(
     responder: Responder,
     lock: asyncio.Lock,
-    beats: set[asyncio.Task[None]],
+    beat: asyncio.Task[None] | None,
     then: Callable[[], Awaitable[None]] | None = None,
-) -> None:
+) -> asyncio.Task[None] | None:
     """The hub's keep-alive tick for a stream it holds: a comment, in order with the
-    stream's other messages (``lock``), written by a short task kept in ``beats`` (which
-    the stream cancels when it ends); ``then`` runs after the write."""
-    if not responder.open:
-        return
-    beat = asyncio.ensure_future(_beat(responder, lock, then))
-    beats.add(beat)
-    beat.add_done_callback(beats.discard)
+    stream's other messages (``lock``), written by a short task; ``then`` runs after the
+    write. ``beat`` is the stream's previous one: while it still runs (a slow client), this
+    tick adds nothing (the stream is not quiet, and one waiting beat per stream is enough).
+    Returns the beat the stream keeps (and cancels when it ends): one slot per stream, not
+    a set of tasks, as an idle stream should hold next to nothing."""
+    if not responder.open or (beat is not None and not beat.done()):
+        return beat
+    return asyncio.ensure_future(_beat(responder, lock, then))
 
 
 async def _beat(responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None) -> None:

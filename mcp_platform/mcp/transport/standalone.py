@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -74,7 +75,7 @@ class StandaloneStream:
     # Many of these stay open for hours: no per-instance dict.
     __slots__ = (
         "_again",
-        "_beats",
+        "_beat",
         "_delivering",
         "_ending",
         "_hub",
@@ -116,7 +117,7 @@ class StandaloneStream:
         self._ending: str | None = None  # "ended" or "revoked" once the stream must end
         self._delivering: asyncio.Task[None] | None = None
         self._again = False  # woken again while delivering
-        self._beats: set[asyncio.Task[None]] = set()
+        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
 
     def follows_task(self, task_id: str) -> bool:
         """Legacy tasks report on the session's own log (``session.events``), not by id."""
@@ -156,7 +157,7 @@ class StandaloneStream:
             if self._ending == "revoked":
                 await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
         finally:
-            for task in (self._delivering, *self._beats):
+            for task in (self._delivering, self._beat):
                 if task is not None:
                     task.cancel()
             await hub.unregister(self)
@@ -202,13 +203,20 @@ class StandaloneStream:
         digests = await self.services.host.visible_digests(self.identity)
         fresh = encode_digests(digests)
         (previous,) = await self.services.sessions.swap_digests([(self.session.id, fresh)])
-        self.digest = fresh
+        self.digest = sys.intern(fresh)  # a tenant's sessions hold one copy
         for method in changed_lists(previous.decode() if previous is not None else None, digests):
             await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
-        sse.keep_alive_soon(self._responder, self._send_lock, self._beats, self._renew_lock)
+        beat = sse.keep_alive_soon(self._responder, self._send_lock, self._beat, self._renew_lock)
+        if beat is not self._beat and beat is not None:
+            beat.add_done_callback(self._beat_done)
+        self._beat = beat
+
+    def _beat_done(self, beat: asyncio.Task[None]) -> None:
+        if self._beat is beat:
+            self._beat = None  # an idle stream keeps no finished task
 
     async def _renew_lock(self) -> None:
         await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
@@ -217,16 +225,17 @@ class StandaloneStream:
 async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:
     """Handle one catalog change for a batch of this process's streams.
 
-    Round trips do not grow with the number of streams: one shared generation check
-    (inside ``revalidate``), then for the sessions whose visible list moved, one pipeline
-    for their remembered fingerprints, one for the new events and one to read them back.
+    Round trips do not grow with the number of streams: one revalidation per distinct
+    credential (sharing one generation check), then for the sessions whose visible list
+    moved, one pipeline for their remembered fingerprints and one that appends the new
+    events and reads them back.
     """
     host = services.host
     listeners = [stream for stream in streams if isinstance(stream, ListenStream)]
     if listeners:  # 2026-07-28 listen streams keep their fingerprints themselves: no batching needed
         await asyncio.gather(*(listener.refresh() for listener in listeners))
     sessions = [stream for stream in streams if isinstance(stream, StandaloneStream)]
-    identities = await asyncio.gather(*(host.revalidate(stream.identity) for stream in sessions))
+    identities = await _revalidated(host, [stream.identity for stream in sessions])
     # (stream, its fingerprints now, what it held before): the stored fingerprint decides,
     # the one in memory stands in when Redis lost it.
     moved: list[tuple[StandaloneStream, Mapping[str, str], str]] = []
@@ -239,7 +248,7 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
         fresh = encode_digests(digests)
         if fresh != stream.digest:
             moved.append((stream, digests, stream.digest))
-            stream.digest = fresh
+            stream.digest = sys.intern(fresh)  # a tenant's sessions hold one copy
     if not moved:
         return
     previous = await services.sessions.swap_digests([(stream.session_id, stream.digest) for stream, _, _ in moved])
@@ -252,9 +261,34 @@ async def catalog_round(services: StreamServices, streams: list[StandaloneStream
             appends += [(stream.session_id, STREAM_ID, _notification(method)) for method in methods]
     if not told:
         return
-    await services.events.append_many(appends)
+    pending = await services.events.append_and_read(
+        appends, [(stream.session_id, STREAM_ID, stream.last) for stream in told]
+    )
     LIST_CHANGED_SENT.inc(len(appends))
-    await _deliver_pending(services, told)
+    await asyncio.gather(*(stream.deliver(events) for stream, events in zip(told, pending, strict=True)))
+
+
+async def _revalidated(host: Any, identities: list[Any]) -> list[Any]:
+    """``host.revalidate`` for each identity, once per distinct credential: a thousand sessions
+    of one key cost one check, not a thousand. An equal identity shares the verdict; a
+    session keeps its own identity object when the check leaves it unchanged (fields that
+    equality ignores, such as an OAuth caller's token, stay its own), and one whose
+    credential changed is checked on its own."""
+    distinct = list(dict.fromkeys(identities))
+    checked = dict(zip(distinct, await asyncio.gather(*(host.revalidate(i) for i in distinct)), strict=True))
+    results: list[Any] = []
+    own: list[int] = []
+    for index, identity in enumerate(identities):
+        now = checked[identity]
+        if now is None or now == identity:
+            results.append(None if now is None else identity)
+        else:
+            results.append(None)
+            own.append(index)
+    if own:
+        for index, now in zip(own, await asyncio.gather(*(host.revalidate(identities[i]) for i in own)), strict=True):
+            results[index] = now
+    return results
 
 
 async def _deliver_pending(services: StreamServices, streams: list[StandaloneStream]) -> None:
