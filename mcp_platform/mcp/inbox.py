@@ -78,8 +78,9 @@ class Inbox:
                 message = await self._layer.receive(channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("process inbox: reading %s failed; retrying", channel, exc_info=True)
+            except Exception as exc:
+                # Redis away (an outage the edge already answers with 503s): a line, no traceback.
+                log.warning("process inbox: reading %s failed (%s); retrying", channel, exc)
                 await asyncio.sleep(_RETRY_SECONDS)
                 continue
             handler = self._handlers.get(str(message.get("to", "")))
