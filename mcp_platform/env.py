@@ -62,3 +62,18 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_ints(name: str, default: tuple[int, ...], *, minimum: int = 0) -> tuple[int, ...]:
+    """As many comma-separated integers as ``default`` has, each at least ``minimum``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    parts = [part.strip() for part in raw.split(",")]
+    try:
+        values = tuple(int(part) for part in parts)
+    except ValueError:
+        values = ()
+    if len(values) != len(default) or any(value < minimum for value in values):
+        raise ImproperlyConfigured(f"{name} must be {len(default)} comma-separated integers >= {minimum}, got {raw!r}")
+    return values

@@ -10,7 +10,7 @@ import django_stubs_ext
 from cryptography.fernet import Fernet
 from django.core.exceptions import ImproperlyConfigured
 
-from mcp_platform.env import env_bool, env_float, env_int, env_list, env_str
+from mcp_platform.env import env_bool, env_float, env_int, env_ints, env_list, env_str
 
 # Generic Django classes (ModelForm[Tool], ModelAdmin[Tool]) are subscriptable at run time.
 django_stubs_ext.monkeypatch()
@@ -211,6 +211,9 @@ TOOLBAY_BODY_READ_TIMEOUT_SECONDS = env_float("TOOLBAY_BODY_READ_TIMEOUT_SECONDS
 # Requests one client address may have open at once in one process (429 past it); 0: no
 # cap. Behind a reverse proxy, uvicorn's --proxy-headers makes it the client's address.
 TOOLBAY_MAX_CONNECTIONS_PER_CLIENT = env_int("TOOLBAY_MAX_CONNECTIONS_PER_CLIENT", 256, minimum=0)
+# The garbage collector's thresholds in server processes (gc.set_threshold; Python's own are
+# 700,10,10): full passes scan every live object, and thousands of sessions are many objects.
+TOOLBAY_GC_THRESHOLDS = env_ints("TOOLBAY_GC_THRESHOLDS", (50_000, 50, 100), minimum=1)
 # Retry-After of the 503 answered while Redis or the database does not answer.
 TOOLBAY_RETRY_AFTER_SECONDS = env_int("TOOLBAY_RETRY_AFTER_SECONDS", 2, minimum=1)
 # redis-py pools (per process, per event loop): connections at most, and how long a request
