@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 import redis
 from django.conf import settings
@@ -23,6 +24,13 @@ from tenants.services import api_key_create, membership_set, tenant_create
 from tools_app.catalog.cache import catalog_cache
 from tools_app.catalog.models import AccessRule, Tool
 from tools_app.catalog.services import access_rule_create, catalog_entry_create
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    """A plain HTTP client for tests that speak MCP by hand to a live server."""
+    with httpx.Client(timeout=60) as client:
+        yield client
 
 
 @pytest.fixture(scope="session")

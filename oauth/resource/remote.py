@@ -26,7 +26,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
 from oauth.resource.config import IssuerSettings
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client, read_at_most
 
 MAX_DOCUMENT_BYTES = 256 * 1024
 MAX_ENTRIES = 1000
@@ -50,13 +50,11 @@ async def fetch_json(
             request = outbound_client().build_request(method, url, data=data, headers=headers, timeout=timeout)
             response = await outbound_client().send(request, stream=True)
             try:
-                body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > MAX_DOCUMENT_BYTES:
-                        raise FetchFailed(f"{url}: the answer is larger than {MAX_DOCUMENT_BYTES} bytes")
+                body = await read_at_most(response, MAX_DOCUMENT_BYTES)
             finally:
                 await response.aclose()
+            if body is None:
+                raise FetchFailed(f"{url}: the answer is larger than {MAX_DOCUMENT_BYTES} bytes")
     except (httpx.HTTPError, DestinationBlocked, TimeoutError, OSError) as exc:
         raise FetchFailed(f"{url}: {exc or type(exc).__name__}") from None
     if response.status_code != 200:

@@ -9,22 +9,26 @@ with the ``sub`` of whatever bearer token Toolbay sent.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.core.management import call_command
 from joserfc.jwk import RSAKey
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tenants.models import Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
@@ -85,6 +89,17 @@ class ConnWorld:
 
     def endpoints(self) -> list[str]:
         return [self.server.endpoint(TENANT), self.other_server.endpoint(TENANT)]
+
+    @contextlib.asynccontextmanager
+    async def sdk_client(self, person: str, mode: str, endpoint: str = "", **options: Any) -> AsyncIterator[Client]:
+        """The official SDK's client as ``person`` (their API key), on ``endpoint`` (default:
+        the first server's)."""
+        headers = {"Authorization": f"Bearer {self.keys[person]}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(endpoint or self.endpoint, http_client=http), mode=mode, **options) as client,
+        ):
+            yield client
 
     def texts(self) -> str:
         """Everything the processes logged (the secrets scan reads it)."""

@@ -15,19 +15,16 @@ import contextlib
 import io
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 import redis
 from django.conf import settings
 from django.core.management import call_command
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult
 
 from oauth.models import Connection, ConnectionProvider
@@ -191,22 +188,10 @@ def imported(
             ConnectionProvider.objects.filter(tenant__slug=TENANT, name=LATER_PROVIDER).delete()
 
 
-@contextlib.asynccontextmanager
-async def _client(
-    world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any
-) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {world.keys[person]}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        Client(streamable_http_client(endpoint or world.endpoint, http_client=http), mode=mode, **options) as client,
-    ):
-        yield client
-
-
 async def _call(
     world: ConnWorld, tool: str, person: str = "alice", mode: str = "legacy", **options: Any
 ) -> CallToolResult:
-    async with _client(world, person, mode, **options) as client:
+    async with world.sdk_client(person, mode, **options) as client:
         result = await client.call_tool(tool, {})
     world.answers.append(result.model_dump_json())
     return result
@@ -280,7 +265,7 @@ def test_concurrent_calls_on_two_servers_fetch_one_token(conn_world: ConnWorld, 
     async def scenario() -> list[CallToolResult]:
         async with contextlib.AsyncExitStack() as stack:
             clients = [
-                await stack.enter_async_context(_client(conn_world, "alice", "legacy", endpoint))
+                await stack.enter_async_context(conn_world.sdk_client("alice", "legacy", endpoint))
                 for endpoint in conn_world.endpoints() * 4
             ]
             # Every session is open first, so that the eight calls arrive together.

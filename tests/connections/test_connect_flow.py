@@ -9,18 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
 import httpx
-import httpx2
 import pytest
 import redis
 from django.conf import settings
 from django.utils import timezone
-from mcp.client.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, ElicitResult
 
 from audit.journal import JOURNAL_KEY
@@ -39,18 +35,6 @@ SEEN_SECRETS: set[str] = {CLIENT_SECRET}
 ANSWERS: list[str] = []
 
 
-@contextlib.asynccontextmanager
-async def _client(
-    world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any
-) -> AsyncIterator[Client]:
-    headers = {"Authorization": f"Bearer {world.keys[person]}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
-        Client(streamable_http_client(endpoint or world.endpoint, http_client=http), mode=mode, **options) as client,
-    ):
-        yield client
-
-
 def _following(browser: Browser, asked: list[Any], *, answer: str = "accept") -> Any:
     """An elicitation callback that opens the URL in ``browser`` and goes through the flow."""
 
@@ -64,7 +48,7 @@ def _following(browser: Browser, asked: list[Any], *, answer: str = "accept") ->
 
 
 async def _whoami(world: ConnWorld, person: str, mode: str, endpoint: str = "", **options: Any) -> CallToolResult:
-    async with _client(world, person, mode, endpoint, **options) as client:
+    async with world.sdk_client(person, mode, endpoint, **options) as client:
         result = await client.call_tool("whoami", {})
     ANSWERS.append(result.model_dump_json())
     return result
@@ -261,7 +245,7 @@ def test_concurrent_calls_on_two_servers_refresh_once(conn_world: ConnWorld, orm
         async with contextlib.AsyncExitStack() as stack:
             clients = [
                 await stack.enter_async_context(
-                    _client(conn_world, "alice", "legacy", endpoint, elicitation_callback=_following(None, asked))  # type: ignore[arg-type]
+                    conn_world.sdk_client("alice", "legacy", endpoint, elicitation_callback=_following(None, asked))  # type: ignore[arg-type]
                 )
                 for endpoint in conn_world.endpoints() * 3
             ]

@@ -8,7 +8,6 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,12 +25,6 @@ from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
 
 
 @pytest.fixture

@@ -63,12 +63,6 @@ def _resume(http: httpx.Client, server: LiveServer, session: McpSession, last_id
 
 
 @pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
-
-
-@pytest.fixture
 def doomed(live_world: Any, tmp_path: Path) -> Iterator[LiveServer]:
     doomed = start_server(tmp_path, "doomed", {"TOOLBAY_HEARTBEAT_SECONDS": BEAT})
     yield doomed

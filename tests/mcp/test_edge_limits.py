@@ -77,12 +77,6 @@ def limited(live_world: Any, live_audit_writer: Any, tmp_path_factory: pytest.Te
     stop_together([server.process], grace=10)
 
 
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
-
-
 def _modern(key: str, method: str, name: str | None = None) -> dict[str, str]:
     extra = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
     if name:

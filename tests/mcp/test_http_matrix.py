@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
 from tests.mcp.wire import ACCEPT_BOTH, INIT_PARAMS, McpSession, headers, note, parse_sse, rpc
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=15) as client:
-        yield client
 
 
 @pytest.fixture

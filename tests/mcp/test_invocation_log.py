@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from audit.models import Invocation
@@ -19,12 +17,6 @@ from tests.mcp.wire import McpSession, headers, note, rpc
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
 
 
 @pytest.fixture

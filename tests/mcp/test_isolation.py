@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import httpx
 import pytest
 
 from tests.mcp.wire import McpSession, headers, rpc
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=15) as client:
-        yield client
 
 
 def test_key_of_another_tenant_is_refused(http, server, live_world):

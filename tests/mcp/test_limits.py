@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
-import httpx
 import pytest
 
 from audit.models import Invocation
@@ -18,12 +16,6 @@ from tools_app.catalog.services import access_rule_grant_pattern
 from tools_app.runs import limits
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
 
 
 def _tenant(slug: str, **limits: int) -> tuple[Tenant, str]:

@@ -73,12 +73,6 @@ def gamma(live_world, django_db_blocker) -> dict[str, Any]:
     return {"tenant": tenant, "keys": keys, "superuser": superuser, "operator": operator, "stranger": stranger}
 
 
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
-
-
 def _session(http: httpx.Client, server: Any, slug: str, key: str) -> McpSession:
     return McpSession.open(http, server.endpoint(slug), key)
 

@@ -14,7 +14,6 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
@@ -27,12 +26,6 @@ from tools_app.runs.models import ToolRun
 from tools_app.runs.writer import GROUP, upsert
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
 
 
 @pytest.fixture

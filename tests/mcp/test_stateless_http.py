@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.live
 
 VERSION = "2026-07-28"
 CAPABILITIES = {"elicitation": {}}
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
 
 
 def envelope(params: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -15,12 +14,6 @@ from tests.mcp.wire import McpSession, SseEvent, note, parse_sse, rpc
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=20) as client:
-        yield client
 
 
 def _read_events(stream: httpx.Response, count: int) -> list[SseEvent]:

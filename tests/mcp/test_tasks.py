@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import httpx
 import pytest
 from django.utils import timezone
 
@@ -19,12 +17,6 @@ from tools_app.runs.services import purge_expired_runs
 
 pytestmark = pytest.mark.live
 RELATED = "io.modelcontextprotocol/related-task"
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=60) as client:
-        yield client
 
 
 @pytest.fixture

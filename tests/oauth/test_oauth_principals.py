@@ -6,7 +6,6 @@ invocation log records the subject and client."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -28,12 +27,6 @@ from tests.poll import wait_for
 from tools_app.catalog.models import AccessRule, Tool
 
 pytestmark = pytest.mark.live
-
-
-@pytest.fixture
-def http() -> Iterator[httpx.Client]:
-    with httpx.Client(timeout=30) as client:
-        yield client
 
 
 def _tenant(slug: str, world: OAuthWorld, **fields: Any) -> Tenant:

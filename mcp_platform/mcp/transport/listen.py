@@ -70,11 +70,11 @@ class ListenStream:
             self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
         self._task_ids = frozenset(self.honoured.get("taskIds", ()))
         self._responder = responder
-        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
         self._server_meta = server_meta
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
         self._send_lock = asyncio.Lock()
+        self._keep_alive = sse.KeepAlive(responder, self._send_lock)
         self.digests: Mapping[str, str] = {}
         self._baseline = asyncio.Event()  # set once ``digests`` holds what the client was acknowledged with
 
@@ -102,9 +102,9 @@ class ListenStream:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await unregister()
-            for task in (*tasks, self._beat):
-                if task is not None:
-                    task.cancel()
+            self._keep_alive.cancel()
+            for task in tasks:
+                task.cancel()
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
@@ -167,11 +167,4 @@ class ListenStream:
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick: a comment, in order with the notifications."""
-        beat = sse.keep_alive_soon(self._responder, self._send_lock, self._beat)
-        if beat is not self._beat and beat is not None:
-            beat.add_done_callback(self._beat_done)
-        self._beat = beat
-
-    def _beat_done(self, beat: asyncio.Task[None]) -> None:
-        if self._beat is beat:
-            self._beat = None  # an idle stream keeps no finished task
+        self._keep_alive.tick()

@@ -38,21 +38,36 @@ async def keep_alive(responder: Responder, interval: float) -> None:
         await responder.write(KEEPALIVE)
 
 
-def keep_alive_soon(
-    responder: Responder,
-    lock: asyncio.Lock,
-    beat: asyncio.Task[None] | None,
-    then: Callable[[], Awaitable[None]] | None = None,
-) -> asyncio.Task[None] | None:
-    """The hub's keep-alive tick for a stream it holds: a comment, in order with the
+class KeepAlive:
+    """The hub's keep-alive ticks of one stream it holds: a comment, in order with the
     stream's other messages (``lock``), written by a short task; ``then`` runs after the
-    write. ``beat`` is the stream's previous one: while it still runs (a slow client), this
-    tick adds nothing (the stream is not quiet, and one waiting beat per stream is enough).
-    Returns the beat the stream keeps (and cancels when it ends): one slot per stream, not
-    a set of tasks, as an idle stream should hold next to nothing."""
-    if not responder.open or (beat is not None and not beat.done()):
-        return beat
-    return asyncio.ensure_future(_beat(responder, lock, then))
+    write. While a beat still runs (a slow client) a tick adds nothing (the stream is not
+    quiet, and one waiting beat per stream is enough), and a finished one is let go: one
+    slot per stream, not a set of tasks, as an idle stream should hold next to nothing."""
+
+    __slots__ = ("_lock", "_responder", "_then", "task")
+
+    def __init__(
+        self, responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
+        self._responder = responder
+        self._lock = lock
+        self._then = then
+        self.task: asyncio.Task[None] | None = None  # the beat being written
+
+    def tick(self) -> None:
+        if not self._responder.open or self.task is not None:
+            return
+        self.task = asyncio.ensure_future(_beat(self._responder, self._lock, self._then))
+        self.task.add_done_callback(self._done)
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if self.task is task:
+            self.task = None
 
 
 async def _beat(responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None) -> None:

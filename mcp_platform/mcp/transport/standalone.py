@@ -75,10 +75,10 @@ class StandaloneStream:
     # Many of these stay open for hours: no per-instance dict.
     __slots__ = (
         "_again",
-        "_beat",
         "_delivering",
         "_ending",
         "_hub",
+        "_keep_alive",
         "_responder",
         "_resume_after",
         "_send_lock",
@@ -117,7 +117,7 @@ class StandaloneStream:
         self._ending: str | None = None  # "ended" or "revoked" once the stream must end
         self._delivering: asyncio.Task[None] | None = None
         self._again = False  # woken again while delivering
-        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
+        self._keep_alive = sse.KeepAlive(self._responder, self._send_lock, self._renew_lock)
 
     def follows_task(self, task_id: str) -> bool:
         """Legacy tasks report on the session's own log (``session.events``), not by id."""
@@ -157,9 +157,9 @@ class StandaloneStream:
             if self._ending == "revoked":
                 await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
         finally:
-            for task in (self._delivering, self._beat):
-                if task is not None:
-                    task.cancel()
+            self._keep_alive.cancel()
+            if self._delivering is not None:
+                self._delivering.cancel()
             await hub.unregister(self)
             await self._responder.end()
 
@@ -209,14 +209,7 @@ class StandaloneStream:
 
     def keep_alive(self) -> None:
         """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
-        beat = sse.keep_alive_soon(self._responder, self._send_lock, self._beat, self._renew_lock)
-        if beat is not self._beat and beat is not None:
-            beat.add_done_callback(self._beat_done)
-        self._beat = beat
-
-    def _beat_done(self, beat: asyncio.Task[None]) -> None:
-        if self._beat is beat:
-            self._beat = None  # an idle stream keeps no finished task
+        self._keep_alive.tick()
 
     async def _renew_lock(self) -> None:
         await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)

@@ -65,7 +65,7 @@ from mcp_platform import tracing
 from tools_app.backends import connections
 from tools_app.backends.base import Backend, BackendConfigError, BackendError, CallContext, Feature
 from tools_app.backends.http import client_credentials
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client, read_at_most
 from tools_app.backends.results import ToolError, structured_result, text_block
 from tools_app.backends.vault import SecretUnavailable, redact, secret_exists, secret_value
 from tools_app.catalog.spec import PromptSpec, ResourceSpec, TemplateSpec, ToolSpec
@@ -427,14 +427,10 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit and not response.headers.get("content-encoding"):
         raise ToolError(f"The response is too large ({int(declared)} bytes; the limit is {limit} bytes).")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise ToolError(f"The response is too large (more than the limit of {limit} bytes).")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    body = await read_at_most(response, limit)
+    if body is None:
+        raise ToolError(f"The response is too large (more than the limit of {limit} bytes).")
+    return body
 
 
 async def fetch(prepared: PreparedRequest, *, follow_redirects: bool) -> FetchedResponse:

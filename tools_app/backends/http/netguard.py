@@ -281,3 +281,16 @@ def outbound_client() -> httpx.AsyncClient:
         )
         _clients[loop] = client
     return client
+
+
+async def read_at_most(response: httpx.Response, limit: int) -> bytes | None:
+    """The decoded body of a streamed response, or None once it passes ``limit`` bytes (the
+    rest is not read): a peer cannot make a process buffer more than it allows."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)

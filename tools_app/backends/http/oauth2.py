@@ -19,7 +19,7 @@ from authlib.integrations.httpx_client import AsyncOAuth2Client
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from django.conf import settings
 
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client, read_at_most
 
 # What a provider's answer may weigh (token responses and userinfo are small).
 MAX_ANSWER_BYTES = 256 * 1024
@@ -47,15 +47,13 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         )
         response = await outbound.send(sent, stream=True)
         try:
-            content = bytearray()
-            async for chunk in response.aiter_bytes():
-                content += chunk
-                if len(content) > MAX_ANSWER_BYTES:
-                    raise ProviderError(f"the provider's answer is larger than {MAX_ANSWER_BYTES} bytes")
+            content = await read_at_most(response, MAX_ANSWER_BYTES)
         finally:
             await response.aclose()
+        if content is None:
+            raise ProviderError(f"the provider's answer is larger than {MAX_ANSWER_BYTES} bytes")
         headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-encoding"]
-        return httpx2.Response(response.status_code, headers=headers, content=bytes(content))
+        return httpx2.Response(response.status_code, headers=headers, content=content)
 
 
 def oauth_client(

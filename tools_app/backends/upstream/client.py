@@ -30,7 +30,7 @@ import httpx
 from django.conf import settings
 
 from tools_app.backends.connections import UserCredential
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client, read_at_most
 from tools_app.backends.vault import redact
 
 log = logging.getLogger(__name__)
@@ -250,11 +250,9 @@ class UpstreamSession:
                 self.session_id = response.headers.get("mcp-session-id") or None
             content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
             if content_type == "application/json":
-                body = b""
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > settings.TOOLBAY_HTTP_MAX_RESPONSE_BYTES:
-                        raise UpstreamUnavailable("the upstream's response is too large")
+                body = await read_at_most(response, settings.TOOLBAY_HTTP_MAX_RESPONSE_BYTES)
+                if body is None:
+                    raise UpstreamUnavailable("the upstream's response is too large")
                 answer = _parse(body)
                 if answer is None or answer.get("id") != request_id:
                     raise UpstreamUnavailable("the upstream answered with something that is not the response")

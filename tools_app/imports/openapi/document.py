@@ -23,7 +23,7 @@ import yaml
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from tools_app.backends.http.netguard import DestinationBlocked, outbound_client
+from tools_app.backends.http.netguard import DestinationBlocked, outbound_client, read_at_most
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 FETCH_TIMEOUT_SECONDS = 30.0
@@ -192,14 +192,10 @@ async def _download(url: str) -> bytes:
     async with client.stream("GET", url, headers=headers, timeout=FETCH_TIMEOUT_SECONDS) as response:
         if response.status_code != 200:
             raise DocumentProblem("", f"fetching {url} answered HTTP {response.status_code}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limit:
-                raise DocumentProblem("", f"the document at {url} is larger than {limit} bytes")
-            chunks.append(chunk)
-    return b"".join(chunks)
+        body = await read_at_most(response, limit)
+    if body is None:
+        raise DocumentProblem("", f"the document at {url} is larger than {limit} bytes")
+    return body
 
 
 def fetch_document(url: str) -> bytes:
