@@ -193,6 +193,27 @@ def test_revoked_key_closes_its_session(orm, http, server, gamma):
     assert session.post(rpc("ping")).status_code == 401
 
 
+def test_a_key_revoked_under_many_sessions_on_two_processes_ends_them_all_and_no_other_keys(
+    orm, http, server, other_server, gamma
+):
+    """The fan-out checks each credential once per process and shares the answer among its
+    sessions: every session of the revoked key ends, on both processes, and a session of
+    another key of the same tenant, checked in the same round, stays."""
+    tenant = gamma["tenant"]
+    doomed_row, doomed = api_key_create(tenant=tenant, name="gamma shared doomed")
+    _, kept = api_key_create(tenant=tenant, name="gamma shared kept")
+    doomed_watchers = [Watcher(_session(http, s, "live-gamma", doomed)) for s in (server, other_server) * 2]
+    kept_watchers = [Watcher(_session(http, s, "live-gamma", kept)) for s in (server, other_server)]
+    api_key_revoke(key=doomed_row)
+    for watcher in doomed_watchers:
+        assert watcher.closed.wait(10), "every session of the revoked key must end"
+        assert watcher.session.post(rpc("ping")).status_code == 401
+    holds_for(lambda: not any(w.closed.is_set() for w in kept_watchers), duration=1.0, message="other keys' streams")
+    for watcher in kept_watchers:
+        assert watcher.session.post(rpc("ping")).status_code == 200
+        watcher.stop()
+
+
 def test_deactivating_a_tenant_closes_its_sessions(orm, http, server, other_server):
     tenant = tenant_create(slug="live-closing", name="Closing")
     AccessRule.objects.create(tenant=tenant, tool_pattern="tag:demo")
