@@ -122,9 +122,76 @@ def _when_or_none(seconds: float | None) -> datetime | None:
     return _when(seconds) if seconds is not None else None
 
 
+_TIMES = ("started_at", "finished_at", "confirmed_at")
+_REQUIRED = tuple(column for column in COLUMNS if column not in LATER_COLUMNS)
+
+
+def _text_array(names: Sequence[str]) -> str:
+    return "ARRAY[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+def _column_sql(column: str) -> str:
+    """The value of ``column`` in the INSERT … SELECT of ``_insert_raw``."""
+    if column in _TIMES:  # Unix seconds in the row, a timestamp in the table
+        return f"to_timestamp((raw.d->>'{column}')::float8)"
+    default = LATER_COLUMNS.get(column)
+    if isinstance(default, str):  # an older process's row lacks it
+        return f"COALESCE(r.{column}, '{default}')"
+    return f"r.{column}"
+
+
+_INSERT_RAW = (
+    "WITH malformed AS ("
+    "  SELECT count(*) AS n FROM audit_invocation_raw"
+    f"  WHERE jsonb_typeof(d) <> 'object' OR NOT d ?& {_text_array(_REQUIRED)}"
+    "), inserted AS ("
+    f"  INSERT INTO audit_invocation ({', '.join(COLUMNS)})"
+    f"  SELECT {', '.join(_column_sql(column) for column in COLUMNS)}"
+    "  FROM audit_invocation_raw AS raw,"
+    f"  LATERAL jsonb_populate_record(NULL::audit_invocation, raw.d - {_text_array(_TIMES)}) AS r"
+    "  WHERE (SELECT n FROM malformed) = 0"
+    "  ON CONFLICT (call_id) DO NOTHING"
+    ") SELECT n FROM malformed"
+)
+
+
+def _copy_line(raw: bytes) -> bytes:
+    """One value of COPY's text format, a line: a backslash starts an escape, a newline ends the row."""
+    raw = raw.replace(b"\\", b"\\\\")
+    if b"\n" in raw or b"\r" in raw or b"\t" in raw:  # never in orjson's output; in a foreign entry
+        raw = raw.replace(b"\n", b"\\n").replace(b"\r", b"\\r").replace(b"\t", b"\\t")
+    return raw + b"\n"
+
+
+class MalformedBatch(ValueError):
+    """A batch with an entry that is no invocation row: it goes the row-by-row way."""
+
+
+def _insert_raw(payloads: Sequence[bytes]) -> None:
+    """The journal's JSON as it is, decoded by PostgreSQL: COPY into a session-local staging
+    table of one ``jsonb`` column, then one INSERT … SELECT … ON CONFLICT DO NOTHING (a
+    redelivered call id is skipped). Python touches each row once, to escape it for COPY:
+    decoding every row and formatting its 27 values in Python cost the writer about 45 µs a
+    row. Raises MalformedBatch (nothing
+    written) when an entry is not an object with every column, and the database's error
+    when a value does not fit; the caller then takes the row-by-row way."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS audit_invocation_raw (d jsonb) ON COMMIT DELETE ROWS")
+        raw_cursor = cursor.cursor  # psycopg's own cursor: COPY is not in the DB-API
+        with (
+            connection.wrap_database_errors,  # psycopg's errors as Django's, like every other query
+            raw_cursor.copy("COPY audit_invocation_raw (d) FROM STDIN") as copy,
+        ):
+            copy.write(b"".join(_copy_line(payload) for payload in payloads))
+        cursor.execute(_INSERT_RAW)
+        (malformed,) = cursor.fetchone()
+    if malformed:
+        raise MalformedBatch(f"{malformed} entries are not invocation rows")
+
+
 def _insert_postgresql(rows: Sequence[dict[str, Any]]) -> None:
-    """COPY into a session-local staging table, then one INSERT … ON CONFLICT DO NOTHING:
-    far less work per row than an ORM insert, and a redelivered call id is skipped."""
+    """Decoded rows (the row-by-row way): COPY into a session-local staging table, then one
+    INSERT … ON CONFLICT DO NOTHING, so a redelivered call id is skipped."""
     columns = ", ".join(COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -220,10 +287,30 @@ class JournalWriter(StreamWriter):
 
     def write(self, entries: Entries) -> None:
         # A pending entry already deleted comes back without fields: it only needs its ack.
-        decoded = [_decode(journal_id, fields) for journal_id, fields in entries if fields]
+        present = [(journal_id, fields) for journal_id, fields in entries if fields]
+        if connection.vendor == "postgresql" and self._write_raw([fields.get(ROW_FIELD, b"") for _, fields in present]):
+            self.written += len(present)
+            return
+        decoded = [_decode(journal_id, fields) for journal_id, fields in present]
         quarantined = write_entries(decoded)
         self.written += len(decoded) - quarantined
         self.quarantined += quarantined
+
+    @staticmethod
+    def _write_raw(payloads: list[bytes]) -> bool:
+        """The batch as PostgreSQL decodes it, in one transaction; False when some entry needs
+        the row-by-row way (undecodable, not a row, a value the table refuses)."""
+        if not payloads:
+            return True
+        try:
+            with transaction.atomic():
+                _insert_raw(payloads)
+        except (OperationalError, InterfaceError) as exc:
+            raise DatabaseUnavailable(str(exc)) from exc
+        except (DatabaseError, MalformedBatch) as exc:
+            log.warning("audit writer: a batch of %d entries needs a closer look (%s)", len(payloads), exc)
+            return False
+        return True
 
 
 def backlog(client: redis.Redis) -> int:

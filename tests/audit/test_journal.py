@@ -15,11 +15,12 @@ import pytest
 import redis
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.db import connection
 from django.test import override_settings
 
 from audit.journal import JOURNAL_KEY, ROW_FIELD, Journal, encode, invocation_row, journal
 from audit.models import Invocation, Outcome, QuarantinedInvocation
-from audit.writer import GROUP, JournalWriter
+from audit.writer import COLUMNS, GROUP, LATER_COLUMNS, Entry, JournalWriter, write_entries
 from mcp_platform.metrics import CALLS
 from mcp_platform.redis_clients import async_redis, sync_redis
 from tenants.models import Tenant
@@ -153,6 +154,80 @@ def test_a_row_the_database_refuses_is_quarantined_and_no_other_row_is_lost(acme
     writer.step()
     assert Invocation.objects.filter(tenant=acme).count() == 6
     assert _empty_journal.xlen(JOURNAL_KEY) == 0
+    assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
+
+
+def _columns(row: Invocation) -> dict[str, object]:
+    return {column: getattr(row, column) for column in COLUMNS if column != "call_id"}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL decodes a batch's JSON itself")
+def test_postgresql_decodes_a_batch_as_python_would(acme, _empty_journal):
+    """The batch path (PostgreSQL decodes the JSON) stores exactly what the row-by-row path does."""
+    fields = dict(
+        key_id=7,
+        key_label="ci key",
+        oauth_subject="user@example.com",
+        oauth_client="client-1",
+        session_id="s" * 43,
+        protocol_version="2025-11-25",
+        client={"name": "agent", "version": "1.2"},
+        tool_id=3,
+        tool_version=2,
+        # COPY's own escapes (backslash, tab, newline) and text outside ASCII, in keys and values.
+        arguments={"path": "C:\\temp\\new", "tab\tkey": "line\nbreak\r", "snow": "☃ 雪", "n": [1, 2.5, None, True]},
+        outcome=Outcome.ERROR,
+        error_message='it said "no" \\ twice',
+        duration_ms=12.25,
+        run_id="r" * 32,
+        is_task=True,
+        confirmation="approved",
+        confirmed_by="op",
+        confirmed_at=time.time() - 5,
+        trace_id="0af7651916cd43dd8448eb211c80319c",
+        connection="github",
+    )
+    started_at = time.time()
+    by_batch, by_row = (
+        invocation_row(
+            tenant_id=acme.pk, tool_name="echo", started_at=started_at, finished_at=started_at + 0.0123, **fields
+        )
+        for _ in range(2)
+    )
+    journal.append_now(by_batch)
+    writer = _writer()
+    writer.step()
+    write_entries([Entry("1-1", encode(by_row), orjson.loads(encode(by_row)))])
+    batch_row, python_row = (Invocation.objects.get(call_id=row["call_id"]) for row in (by_batch, by_row))
+    assert _columns(batch_row) == _columns(python_row)
+    assert batch_row.arguments == fields["arguments"] and batch_row.started_at.timestamp() == pytest.approx(
+        by_batch["started_at"], abs=1e-6
+    )
+    assert (writer.written, writer.quarantined) == (1, 0)
+
+
+def test_an_older_process_rows_get_the_later_columns_defaults(acme, _empty_journal):
+    row = _row(acme, outcome=Outcome.COMPLETED)
+    for column in LATER_COLUMNS:
+        del row[column]
+    _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: orjson.dumps(row)})
+    _writer().step()
+    written = Invocation.objects.get(call_id=row["call_id"])
+    assert {column: getattr(written, column) for column in LATER_COLUMNS} == LATER_COLUMNS
+
+
+def test_an_entry_that_is_no_row_is_quarantined_not_written_with_blanks(acme, _empty_journal):
+    good = _row(acme, outcome=Outcome.COMPLETED)
+    lacking = _row(acme, outcome=Outcome.COMPLETED)
+    del lacking["call_id"]  # a nullable column: the database alone would take it
+    journal.append_now(good)
+    _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: orjson.dumps(lacking)})
+    _empty_journal.xadd(JOURNAL_KEY, {ROW_FIELD: b"[1, 2]"})
+    writer = _writer()
+    writer.step()
+    assert list(Invocation.objects.filter(tenant=acme).values_list("call_id", flat=True)) == [good["call_id"]]
+    assert QuarantinedInvocation.objects.count() == 2
+    assert (writer.written, writer.quarantined) == (1, 2)
     assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
 
 
