@@ -8,8 +8,8 @@ PostgreSQL, real processes; the producer appends in pipelines of ``CHUNK`` rows,
 servers' end-of-call batches do.
 
 The writers start once for the module (a process costs seconds of CPU to start) and reach
-PostgreSQL through ``DatabaseLine``, a TCP proxy the outage test cuts; a test that needs
-more writers than are alive starts the missing ones.
+PostgreSQL through one ``Line`` (a TCP proxy a test can cut), Redis each through a line of
+its own; a test that needs more writers than are alive starts the missing ones.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -55,25 +56,31 @@ WRITER_ENV = {
 UNAVAILABLE = b"audit writer: database unavailable"
 
 
-class DatabaseLine:
-    """A TCP proxy between the writers and PostgreSQL that a test can cut: ``cut()`` drops
-    every connection through it and refuses new ones (the database's host is gone),
-    ``restore()`` listens on the same port again."""
+class Line:
+    """A TCP proxy between writers and PostgreSQL or Redis that a test can cut: ``cut()``
+    drops every connection through it and refuses new ones (the host is gone), ``restore()``
+    listens on the same port again."""
 
     def __init__(self, host: str, port: int) -> None:
         self._target = (host, port)
         self.port = 0
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="database-line", daemon=True)
+        self._thread = threading.Thread(target=self._loop.run_forever, name="line", daemon=True)
         self._server: asyncio.Server | None = None
         self._links: set[asyncio.StreamWriter] = set()
 
-    def __enter__(self) -> DatabaseLine:
+    def __enter__(self) -> Line:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> Line:
         self._thread.start()
         self.restore()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
         self.cut()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
@@ -129,21 +136,28 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 @dataclass
 class Pool:
-    """The module's writers, all through one ``DatabaseLine``."""
+    """The module's writers, all through one ``Line`` to PostgreSQL, each through its own to Redis."""
 
     tmp_path: Path
-    line: DatabaseLine
+    line: Line
     client: redis.Redis
     writers: list[LiveWriter] = field(default_factory=list)
+    redis_lines: dict[Path, Line] = field(default_factory=dict)  # by the writer's log
 
     def alive(self) -> list[LiveWriter]:
         """``WRITERS`` running writers, each in the group: the dead are replaced."""
         self.writers = [writer for writer in self.writers if writer.process.poll() is None]
-        env = {**WRITER_ENV, "DATABASE_URL": database_url(port=self.line.port)}
-        self.writers += [
-            start_audit_writer(self.tmp_path, f"writer-{time.monotonic_ns()}", env)
-            for _ in range(WRITERS - len(self.writers))
-        ]
+        while len(self.writers) < WRITERS:
+            redis_at = urlsplit(settings.REDIS_URL)
+            line = Line(redis_at.hostname or "127.0.0.1", redis_at.port or 6379).open()
+            env = {
+                **WRITER_ENV,
+                "DATABASE_URL": database_url(port=self.line.port),
+                "REDIS_URL": redis_at._replace(netloc=f"127.0.0.1:{line.port}").geturl(),
+            }
+            writer = start_audit_writer(self.tmp_path, f"writer-{time.monotonic_ns()}", env)
+            self.writers.append(writer)
+            self.redis_lines[writer.log_path] = line
 
         def joined() -> bool:
             self.check()
@@ -151,6 +165,14 @@ class Pool:
 
         wait_for(joined, timeout=60, message="every writer to join the consumer group")
         return list(self.writers)
+
+    def redis_line(self, writer: LiveWriter) -> Line:
+        return self.redis_lines[writer.log_path]
+
+    def close(self) -> None:
+        stop_together([writer.process for writer in self.writers], grace=10)
+        for line in self.redis_lines.values():
+            line.close()
 
     def check(self) -> None:
         """Fail when a writer exited on its own (``kill`` takes one out of the pool)."""
@@ -180,10 +202,12 @@ def pool(django_db_setup: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.delete(JOURNAL_KEY)
     db = connection.settings_dict
-    with DatabaseLine(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as line:
+    with Line(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)) as line:
         writers = Pool(tmp_path_factory.mktemp("journal-writers"), line, client)
-        yield writers
-        stop_together([writer.process for writer in writers.writers], grace=10)
+        try:
+            yield writers
+        finally:
+            writers.close()
     client.delete(JOURNAL_KEY)
     client.close()
 
@@ -250,6 +274,45 @@ def _pending_ids(client: redis.Redis) -> set[bytes]:
     return {entry["message_id"] for entry in client.xpending_range(JOURNAL_KEY, GROUP, min="-", max="+", count=100_000)}
 
 
+@dataclass
+class Trap:
+    call_id: str
+    entry_id: bytes
+    taker: LiveWriter  # the writer blocked on it
+    name: str  # the taker's name in the group
+
+
+@contextlib.contextmanager
+def _trap(client: redis.Redis, tenant: Tenant, writers: list[LiveWriter]) -> Iterator[Trap]:
+    """The test holds an uncommitted row with the call id of a row it journals, so the writer
+    that takes that row's batch blocks in its INSERT (``ON CONFLICT`` waits for the test's
+    transaction) with the whole batch read, copied and not acknowledged. Yields once a writer
+    is blocked there; leaving rolls the test's row back, and the INSERT goes on."""
+    row = _row(tenant, "trap")
+    with transaction.atomic():
+        invocation_from_row(row).save()
+        entry_id = client.xadd(JOURNAL_KEY, {ROW_FIELD: encode(row)})
+        name = wait_for(lambda: _taker(client, entry_id), message="a writer to take the trapped row")
+        yield Trap(row["call_id"], entry_id, next(writer for writer in writers if consumer(writer) == name), name)
+        transaction.set_rollback(True)  # the journal's row is the one to keep
+
+
+def _taker(client: redis.Redis, entry_id: bytes) -> str:
+    """The writer holding the entry (it read the entry and has not acknowledged it), or ''."""
+    pending = client.xpending_range(JOURNAL_KEY, GROUP, min=entry_id, max=entry_id, count=1)
+    return pending[0]["consumer"].decode() if pending else ""
+
+
+def _held_by(client: redis.Redis, name: str) -> tuple[list[bytes], list[str]]:
+    """The entries a writer holds, and the call ids of their rows."""
+    held = client.xpending_range(JOURNAL_KEY, GROUP, min="-", max="+", count=100_000, consumername=name)
+    ids = [entry["message_id"] for entry in held]
+    pipe = client.pipeline(transaction=False)
+    for entry_id in ids:
+        pipe.xrange(JOURNAL_KEY, min=entry_id, max=entry_id)
+    return ids, [orjson.loads(fields[ROW_FIELD])["call_id"] for ((_, fields),) in pipe.execute()]
+
+
 def _settled(client: redis.Redis) -> None:
     assert client.xlen(JOURNAL_KEY) == 0
     assert client.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
@@ -304,40 +367,55 @@ def test_the_database_cut_off_under_the_writers_loses_no_row(acme, pool, writers
 
 
 def test_a_writer_killed_in_its_batchs_transaction_leaves_it_to_a_survivor(acme, pool, writers):
-    """The trap: the test holds an uncommitted row with the call id of one journaled row, so
-    the writer that takes that row's batch blocks in its INSERT (``ON CONFLICT`` waits for the
-    test's transaction) with the whole batch read, copied and not acknowledged. That writer
-    is SIGKILLed there while the others go on writing; then the trap is released."""
+    """The writer blocked on a trap (``_trap``) is SIGKILLed there, inside its batch's
+    transaction, while the others go on writing; then the trap is released."""
     client = pool.client
     call_ids = _produce(client, acme, 2000, "before")
-    trap = _row(acme, "trap")
-    with transaction.atomic():
-        invocation_from_row(trap).save()  # uncommitted: a concurrent insert of its call id waits
-        trap_id = client.xadd(JOURNAL_KEY, {ROW_FIELD: encode(trap)})
-        call_ids.append(trap["call_id"])
-
-        def trap_owner() -> str:
-            pending = client.xpending_range(JOURNAL_KEY, GROUP, min=trap_id, max=trap_id, count=1)
-            return pending[0]["consumer"].decode() if pending else ""
-
-        owner = wait_for(trap_owner, message="a writer to take the trapped row")
-        victim = next(writer for writer in writers if consumer(writer) == owner)
-        pool.kill(victim)
-        held = client.xpending_range(JOURNAL_KEY, GROUP, min="-", max="+", count=10_000, consumername=owner)
-        held_ids = [entry["message_id"] for entry in held]
-        assert trap_id in held_ids
-        pipe = client.pipeline(transaction=False)
-        for entry_id in held_ids:
-            pipe.xrange(JOURNAL_KEY, min=entry_id, max=entry_id)
-        held_calls = [orjson.loads(fields[ROW_FIELD])["call_id"] for ((_, fields),) in pipe.execute()]
+    with _trap(client, acme, writers) as trap:
+        call_ids.append(trap.call_id)
+        pool.kill(trap.taker)
+        held_ids, held_calls = _held_by(client, trap.name)
+        assert trap.entry_id in held_ids
         # The survivors write on while the dead writer's batch waits to be claimed.
         call_ids += _produce(client, acme, 2000, "after")
-        transaction.set_rollback(True)  # the trap goes: the journal's row is the one to keep
     began = time.monotonic()
     wait_for(pool.drained, timeout=60, message="the survivors to claim and write the dead writer's batch")
-    print(f"killed {owner} holding {len(held_ids)} entries; all written {time.monotonic() - began:.2f} s later")
+    print(f"killed {trap.name} holding {len(held_ids)} entries; all written {time.monotonic() - began:.2f} s later")
     _assert_each_once(acme, call_ids)
     assert Invocation.objects.filter(call_id__in=held_calls).count() == len(held_ids)
     # Nothing the dead writer held is left with it: a survivor took each entry over.
-    assert pool.consumers()[owner]["pending"] == 0
+    assert pool.consumers()[trap.name]["pending"] == 0
+    _settled(client)
+
+
+def test_a_writer_killed_between_its_commit_and_its_acknowledgement_leaves_no_row_twice(acme, pool, writers):
+    """Committed, not acknowledged: the writer blocked on a trap (``_trap``) loses its Redis
+    there, so once the trap goes it commits its batch and cannot acknowledge it; it is
+    SIGKILLed then. A survivor claims the batch and writes it again, and every row of it,
+    already there, is skipped (``ON CONFLICT (call_id) DO NOTHING``)."""
+    client = pool.client
+    call_ids = _produce(client, acme, 2000, "before")
+    with _trap(client, acme, writers) as trap:
+        call_ids.append(trap.call_id)
+        seen = trap.taker.log_path.stat().st_size
+        pool.redis_line(trap.taker).cut()
+        held_ids, held_calls = _held_by(client, trap.name)
+        assert trap.entry_id in held_ids
+
+    def acknowledgement_failed() -> bool:
+        pool.check()
+        return b"audit writer: Redis unavailable" in trap.taker.log_path.read_bytes()[seen:]
+
+    # Its first Redis command after the trap went is the acknowledgement, after the commit.
+    wait_for(acknowledgement_failed, message="the trapped writer to commit its batch and fail to acknowledge it")
+    assert Invocation.objects.filter(call_id__in=held_calls).count() == len(held_calls)
+    pool.kill(trap.taker)
+    call_ids += _produce(client, acme, 2000, "after")
+    began = time.monotonic()
+    wait_for(pool.drained, timeout=60, message="the survivors to claim the dead writer's committed batch")
+    print(
+        f"killed {trap.name} after it committed {len(held_ids)} entries; settled {time.monotonic() - began:.2f} s later"
+    )
+    _assert_each_once(acme, call_ids)
+    assert pool.consumers()[trap.name]["pending"] == 0
     _settled(client)
