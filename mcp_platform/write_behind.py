@@ -7,7 +7,8 @@ transaction (the subclass's ``write``), and only then acknowledges and deletes t
 A writer killed at any point leaves its entries pending; another (or this one, restarted)
 claims them once they have been idle ``claim_idle_seconds`` and writes them again, so the
 subclass's write must be idempotent. A database that cannot be reached is retried after a
-pause with nothing acknowledged.
+pause with nothing acknowledged: the writer tries the batch in hand again and takes no other
+entry until it is written, so an outage leaves at most one batch pending with each writer.
 
 ``manage.py audit_writer`` runs the invocation journal's writer and, each on a thread of
 its own, every loop an app registers here when Django starts (background runs:
@@ -76,6 +77,7 @@ class StreamWriter:
         self._linger = linger_seconds
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self._claimed_at = 0.0
+        self._unwritten: Entries = []  # the batch the database was away for: next, before any other
 
     def write(self, entries: Entries) -> None:
         """Write the entries to the database (idempotently: they may come again); raise
@@ -110,7 +112,17 @@ class StreamWriter:
                 self.ensure_group()  # the stream was deleted (e.g. Redis restarted empty)
 
     def step(self) -> int:
-        """One round: entries abandoned by dead writers, then new ones. Returns entries handled."""
+        """One round: entries abandoned by dead writers, then new ones. Returns entries handled.
+
+        After a batch the database was away for, only that batch again. Taking new entries on
+        every retry instead moved the journal into the writers' pending lists during an outage
+        (another batch each ``RETRY_PAUSE_SECONDS``), and once the database was back those
+        came out one claim round (``batch_rows``) per ``CLAIM_EVERY_SECONDS`` at most: minutes
+        of rows missing from the database after an outage of minutes
+        (tests/audit/test_journal_writers_race.py, the database cut off)."""
+        if self._unwritten:
+            entries, self._unwritten = self._unwritten, []
+            return self._handle(entries)
         handled = 0
         now = time.monotonic()
         if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
@@ -149,7 +161,11 @@ class StreamWriter:
     def _handle(self, entries: Entries) -> int:
         if not entries:
             return 0
-        self.write(entries)
+        try:
+            self.write(entries)
+        except DatabaseUnavailable:
+            self._unwritten = entries
+            raise
         ids = [entry_id for entry_id, _ in entries]
         pipe = self._redis.pipeline(transaction=False)
         pipe.xack(self.stream, self.group, *ids)

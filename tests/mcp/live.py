@@ -47,10 +47,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def database_url() -> str:
+def database_url(port: int | None = None) -> str:
+    """The test database's URL; with ``port``, reached through that port on loopback (a proxy)."""
     db = connection.settings_dict
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    return f"postgres://{db['USER']}{password}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    where = f"127.0.0.1:{port}" if port else f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+    return f"postgres://{db['USER']}{password}@{where}/{db['NAME']}"
 
 
 def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
@@ -166,9 +168,11 @@ class LiveWriter:
             self.process.kill()
 
 
-def start_audit_writer(tmp_dir: Path, name: str = "audit-writer") -> LiveWriter:
+def start_audit_writer(
+    tmp_dir: Path, name: str = "audit-writer", extra_env: dict[str, str] | None = None
+) -> LiveWriter:
     # Rows a killed writer took are taken over quickly.
-    env = {"AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1"}
+    env = {"AUDIT_WRITER_CLAIM_IDLE_SECONDS": "1", **(extra_env or {})}
     process, log_path = _spawn(tmp_dir, name, [sys.executable, "manage.py", "audit_writer"], env)
     return LiveWriter(process, log_path)
 
