@@ -34,6 +34,19 @@ Entries = list[tuple[bytes, dict[bytes, bytes]]]
 
 CLAIM_EVERY_SECONDS = 5.0
 RETRY_PAUSE_SECONDS = 2.0
+# Every writer that ever ran left its name in the group (a host and process id each, so one
+# more per restart). A name with nothing pending that has not read for this long is a writer
+# gone: it is removed, checked every FORGET_EVERY_SECONDS.
+GONE_AFTER_SECONDS = 3600.0
+FORGET_EVERY_SECONDS = 60.0
+# Removes a consumer only while it holds no entry: removing one that does would drop its
+# entries from the pending list, where no other writer could claim them.
+_FORGET_IF_EMPTY = """
+if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) == 0 then
+  return redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+end
+return -1
+"""
 
 _loops: dict[str, Loop] = {}
 
@@ -66,6 +79,7 @@ class StreamWriter:
         block_ms: int = 1000,
         linger_seconds: float = 0.0,
         name: str | None = None,
+        gone_after_seconds: float = GONE_AFTER_SECONDS,
     ) -> None:
         """``linger_seconds``: after a batch smaller than ``batch_rows``, wait this long before
         reading again, so entries arriving at a steady rate go in fewer, larger transactions
@@ -77,6 +91,9 @@ class StreamWriter:
         self._linger = linger_seconds
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self._claimed_at = 0.0
+        self._gone_after_ms = int(gone_after_seconds * 1000)
+        self._forgot_at = 0.0
+        self._forget_if_empty = client.register_script(_FORGET_IF_EMPTY)
         self._unwritten: Entries = []  # the batch the database was away for: next, before any other
 
     def write(self, entries: Entries) -> None:
@@ -128,6 +145,9 @@ class StreamWriter:
         if now - self._claimed_at >= CLAIM_EVERY_SECONDS:
             self._claimed_at = now
             handled += self._handle(self._claim())
+        if now - self._forgot_at >= FORGET_EVERY_SECONDS:
+            self._forgot_at = now
+            self.forget_gone_writers()
         batches = self._redis.xreadgroup(
             self.group, self.name, {self.stream: ">"}, count=self._batch_rows, block=self._block_ms
         )
@@ -138,6 +158,17 @@ class StreamWriter:
         if 0 < read < self._batch_rows and self._linger:
             time.sleep(self._linger)  # let the next batch gather (the entries are safe in the stream)
         return handled
+
+    def forget_gone_writers(self) -> list[str]:
+        """Remove the names of writers gone (idle past ``gone_after_seconds``, nothing
+        pending) from the group; returns them."""
+        forgotten = []
+        for consumer in self._redis.xinfo_consumers(self.stream, self.group):
+            name = consumer["name"].decode() if isinstance(consumer["name"], bytes) else consumer["name"]
+            gone = name != self.name and consumer["pending"] == 0 and consumer["idle"] >= self._gone_after_ms
+            if gone and self._forget_if_empty(keys=[self.stream], args=[self.group, name]) != -1:
+                forgotten.append(name)
+        return forgotten
 
     def _claim(self) -> Entries:
         """Entries another writer took but did not acknowledge within the idle time (it died),

@@ -120,6 +120,20 @@ def test_rows_a_dead_writer_took_are_taken_over(acme, _empty_journal):
     assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 0
 
 
+def test_writers_gone_are_forgotten_unless_they_hold_entries(acme, _empty_journal):
+    journal.append_now(_row(acme, outcome=Outcome.COMPLETED))
+    writer = JournalWriter(sync_redis(), batch_rows=100, claim_idle_seconds=30, block_ms=10, gone_after_seconds=0)
+    writer.ensure_group()
+    _empty_journal.xgroup_createconsumer(JOURNAL_KEY, GROUP, "gone-empty")
+    # This one died holding the row: removing its name would take the row off the pending
+    # list, where no writer could claim it any more.
+    _empty_journal.xreadgroup(GROUP, "gone-holding", {JOURNAL_KEY: ">"}, count=1)
+    assert writer.forget_gone_writers() == ["gone-empty"]
+    names = {consumer["name"] for consumer in _empty_journal.xinfo_consumers(JOURNAL_KEY, GROUP)}
+    assert names == {b"gone-holding"}
+    assert _empty_journal.xpending(JOURNAL_KEY, GROUP)["pending"] == 1
+
+
 def test_a_row_the_database_refuses_is_quarantined_and_no_other_row_is_lost(acme, _empty_journal):
     doomed = Tenant.objects.create(slug="doomed", name="Deleted before its rows were written")
     good = [_row(acme, outcome=Outcome.COMPLETED) for _ in range(3)]
