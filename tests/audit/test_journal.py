@@ -220,7 +220,7 @@ def test_postgresql_decodes_a_batch_as_python_would(acme, _empty_journal):
         assert abs(getattr(batch_row, column) - getattr(python_row, column)).total_seconds() <= 1e-6
     assert _columns(batch_row, times) == _columns(python_row, times)
     assert batch_row.arguments == fields["arguments"] and batch_row.started_at.timestamp() == pytest.approx(
-        by_batch["started_at"], abs=1e-6
+        by_batch["started_at"], abs=2e-6
     )
     assert (writer.written, writer.quarantined) == (1, 0)
 
