@@ -62,6 +62,10 @@ class TransportConfig:
     is_unavailable: Callable[[BaseException], bool]
     # The Retry-After of a 503 (seconds).
     retry_after_seconds: int
+    # The request's context for the platform's logs: entered (given the ASGI scope) before
+    # the request is answered, and left (given what entering returned) once it is.
+    enter_context: Callable[[Scope], Any] = lambda scope: None
+    leave_context: Callable[[Any], None] = lambda entered: None
 
 
 class HttpProblem(Exception):
@@ -160,6 +164,7 @@ class StreamableHttp:
         return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
+        entered = self.config.enter_context(scope)
         responder = Responder(receive, send)
         try:
             stream = await self._answer(scope, responder, endpoint)
@@ -174,6 +179,8 @@ class StreamableHttp:
             await self._fault(failed.__cause__ or failed, responder, failed.request_id)
         except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
             await self._fault(exc, responder, None)
+        finally:
+            self.config.leave_context(entered)
 
     async def _answer(self, scope: Scope, responder: Responder, endpoint: str) -> StandaloneStream | None:
         """Answer the request; a GET that opens the session's stream gets it back, claimed, to run."""
