@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
@@ -134,7 +135,8 @@ class SessionStore:
             return False
         if len(self._touched) > 100_000:
             self._touched.clear()
-        self._touched[session.id] = now
+        # Interned: the session's open GET stream holds the same string (StandaloneStream).
+        self._touched[sys.intern(session.id)] = now
         return True
 
     async def touch(self, session: Session) -> None:

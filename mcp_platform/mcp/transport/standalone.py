@@ -109,7 +109,7 @@ class StandaloneStream(sse.HeldStream):
         super().__init__(responder)
         self.services = services
         self._hub = hub
-        self.session_id = session.id
+        self.session_id = sys.intern(session.id)  # one copy with SessionStore's last-touched entry
         self.tenant_id = identity.tenant_id
         self.protocol_version = sys.intern(session.protocol_version)  # one copy for the process
         self.identity = identity
