@@ -68,7 +68,7 @@ async def _end(tenant: Tenant, session_id: str) -> bool:
     session = await store.get(session_id)
     if session is None or session.tenant_id != tenant.pk:
         return False
-    await store.delete(session)
+    await store.delete(session.id, session.tenant_id)
     await get_channel_layer().group_send(names.tenant_group(tenant.pk), messages.session_ended(tenant.pk, session_id))
     return True
 

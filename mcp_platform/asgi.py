@@ -4,13 +4,15 @@ the lifespan starts the graceful stop (``mcp_platform.lifespan``).
 The MCP path gets no Django middleware (no CSRF, no APPEND_SLASH redirect, no session
 lookup) and no per-request routing objects: one compiled pattern decides. There is no
 protocol router either: only HTTP is served (Channels is the layer between processes), and
-every frame on the way stays alive for as long as an open stream does. In front of both,
+every frame on the way stays alive for as long as an open stream does (so ``route`` is a
+plain function that hands back the coroutine to await, not a frame of its own). In front of both,
 ``mcp_platform.edge`` times out slow bodies and caps requests per client address.
 """
 
 import gc
 import os
 import re
+from collections.abc import Awaitable
 
 from django.conf import settings
 from django.core.asgi import get_asgi_application
@@ -25,15 +27,13 @@ from mcp_platform.lifespan import lifespan  # noqa: E402
 MCP_PATH = re.compile(r"^/mcp/([A-Za-z0-9_-]+)/?$")
 
 
-async def route(scope: Scope, receive: Receive, send: Send) -> None:
+def route(scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
     if scope["type"] == "lifespan":
-        await lifespan(receive, send, drain=drain, stopped=stopped)
-        return
+        return lifespan(receive, send, drain=drain, stopped=stopped)
     match = MCP_PATH.match(scope["path"]) if scope["type"] == "http" else None
     if match is not None:
-        await mcp_endpoint(scope, receive, send, tenant=match.group(1))
-    else:
-        await django_asgi_app(scope, receive, send)  # Django refuses what is not HTTP
+        return mcp_endpoint(scope, receive, send, tenant=match.group(1))
+    return django_asgi_app(scope, receive, send)  # Django refuses what is not HTTP
 
 
 application = EdgeGuard(

@@ -68,17 +68,16 @@ class _BodyDeadline:
 
     __slots__ = ("_pending", "_receive", "_send", "_waiting", "body_done", "deadline", "started", "timed_out")
 
-    def __init__(self, receive: Receive, send: Send, deadline: float, pending: set[_BodyDeadline] | None) -> None:
+    def __init__(self, receive: Receive, send: Send, deadline: float, pending: set[_BodyDeadline]) -> None:
         self._receive = receive
         self._send = send
         self._waiting: asyncio.Task[Any] | None = None
-        self._pending = pending
+        self._pending: set[_BodyDeadline] | None = pending  # None once the body is in (or late)
         self.deadline = deadline
-        self.body_done = pending is None
+        self.body_done = False
         self.timed_out = False
         self.started = False
-        if pending is not None:
-            pending.add(self)
+        pending.add(self)
 
     def expire(self) -> None:
         self.timed_out = True
@@ -144,17 +143,22 @@ class EdgeGuard:
             return
         self._open[address] += 1
         try:
-            await self._serve(scope, receive, send)
+            if _has_body(scope):
+                await self._serve(scope, receive, send)
+            else:
+                # No body, no deadline: the application gets the server's own receive and send,
+                # so a request that stays open for hours (a GET stream) holds no wrapper.
+                await self.app(scope, receive, send)
         finally:
             self._open[address] -= 1
             if not self._open[address]:
                 del self._open[address]
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A request with a body, under its deadline."""
         loop = asyncio.get_running_loop()
-        pending = self._pending if _has_body(scope) else None
-        guarded = _BodyDeadline(receive, send, loop.time() + self.body_timeout, pending)
-        if pending is not None and (self._sweeper is None or self._sweeper.get_loop() is not loop):
+        guarded = _BodyDeadline(receive, send, loop.time() + self.body_timeout, self._pending)
+        if self._sweeper is None or self._sweeper.get_loop() is not loop:
             self._sweeper = loop.create_task(self._sweep())
         try:
             await self.app(scope, guarded.receive, guarded.send)

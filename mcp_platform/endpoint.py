@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Awaitable
 from functools import lru_cache
 
 from channels.layers import get_channel_layer
@@ -99,6 +100,8 @@ def build_transport() -> StreamableHttp:
             ),
             is_unavailable=is_unavailable,
             retry_after_seconds=settings.TOOLBAY_RETRY_AFTER_SECONDS,
+            enter_context=enter_mcp_log_context,
+            leave_context=leave_log_context,
         ),
         Liveness(command_batch(), interval=settings.TOOLBAY_HEARTBEAT_SECONDS),
     )
@@ -134,17 +137,14 @@ async def stopped() -> None:
         await transport.watch.liveness.stop()
 
 
-async def mcp_endpoint(scope: Scope, receive: Receive, send: Send, *, tenant: str) -> None:
-    """``/mcp/<tenant>``: the MCP transport, with the request's log and trace context."""
-    tokens = enter_mcp_log_context(scope)
-    try:
-        transport = _transport_for(asyncio.get_running_loop())
-        if tracing.ENABLED:
-            await _traced(transport, scope, receive, send, tenant)
-        else:
-            await transport(scope, receive, send, endpoint=tenant)
-    finally:
-        leave_log_context(tokens)
+def mcp_endpoint(scope: Scope, receive: Receive, send: Send, *, tenant: str) -> Awaitable[None]:
+    """``/mcp/<tenant>``: the MCP transport (which enters the request's log context), with
+    its trace context when tracing is on. A plain function handing back the transport's
+    coroutine: an open stream keeps no frame of its own here."""
+    transport = _transport_for(asyncio.get_running_loop())
+    if tracing.ENABLED:
+        return _traced(transport, scope, receive, send, tenant)
+    return transport(scope, receive, send, endpoint=tenant)
 
 
 async def _traced(transport: StreamableHttp, scope: Scope, receive: Receive, send: Send, tenant: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import NamedTuple, Protocol
@@ -103,6 +103,10 @@ class TenantRecord:
     loaded_at: float
     keys_by_prefix: dict[str, KeyRecord]
     tool_listing: str = "list"
+    # Each key's principal (None: the anonymous caller's), made on first use and then shared
+    # by every request and session of that key: a thousand open streams of one key hold one.
+    # The record's fields decide it, and a reload makes a new record.
+    principals: dict[int | None, Principal] = field(default_factory=dict, repr=False)
 
     def lists_by_search(self, key_prefix: str) -> bool:
         """Whether tools/list answers this credential (an API key's prefix; "" for OAuth and
@@ -163,9 +167,16 @@ def _key_usable(record: KeyRecord | None) -> bool:
 
 
 def _principal(tenant: TenantRecord, key: KeyRecord | None) -> Principal:
-    if key is None:
-        return Principal(tenant.tenant_id, tenant.slug, None, "anonymous", "", frozenset())
-    return Principal(tenant.tenant_id, tenant.slug, key.id, key.name, key.prefix, key.scopes)
+    """The principal of ``key`` (one of ``tenant.keys_by_prefix``; None: anonymous)."""
+    key_id = key.id if key is not None else None
+    principal = tenant.principals.get(key_id)
+    if principal is None:
+        if key is None:
+            principal = Principal(tenant.tenant_id, tenant.slug, None, "anonymous", "", frozenset())
+        else:
+            principal = Principal(tenant.tenant_id, tenant.slug, key.id, key.name, key.prefix, key.scopes)
+        tenant.principals[key_id] = principal
+    return principal
 
 
 class TokenVerifier(Protocol):

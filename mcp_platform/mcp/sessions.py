@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
@@ -134,7 +135,8 @@ class SessionStore:
             return False
         if len(self._touched) > 100_000:
             self._touched.clear()
-        self._touched[session.id] = now
+        # Interned: the session's open GET stream holds the same string (StandaloneStream).
+        self._touched[sys.intern(session.id)] = now
         return True
 
     async def touch(self, session: Session) -> None:
@@ -215,13 +217,13 @@ class SessionStore:
     async def save(self, session: Session) -> None:
         await self._batch.one("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds)
 
-    async def delete(self, session: Session) -> bool:
+    async def delete(self, session_id: str, tenant_id: int) -> bool:
         deleted, _, _ = _checked(
             await self._batch.run(
                 [
-                    ("DEL", names.session_key(session.id)),
-                    ("ZREM", names.tenant_sessions_key(session.tenant_id), session.id),
-                    ("DEL", names.subscriptions_key(session.id)),
+                    ("DEL", names.session_key(session_id)),
+                    ("ZREM", names.tenant_sessions_key(tenant_id), session_id),
+                    ("DEL", names.subscriptions_key(session_id)),
                 ]
             )
         )
@@ -229,14 +231,14 @@ class SessionStore:
 
     # --- the one GET stream a session may hold -------------------------------------------
 
-    async def claim_stream(self, session: Session, holder: str, *, seconds: int) -> bool:
+    async def claim_stream(self, session_id: str, holder: str, *, seconds: int) -> bool:
         """Take the session's GET-stream lock for ``holder`` (for ``seconds``, renewed while
         the stream is open); False while another stream holds it."""
-        taken = await self._batch.one("SET", names.standalone_lock_key(session.id), holder, "NX", "EX", seconds)
+        taken = await self._batch.one("SET", names.standalone_lock_key(session_id), holder, "NX", "EX", seconds)
         return taken is not None
 
-    async def renew_stream(self, session: Session, *, seconds: int) -> None:
-        await self._batch.one("EXPIRE", names.standalone_lock_key(session.id), seconds)
+    async def renew_stream(self, session_id: str, *, seconds: int) -> None:
+        await self._batch.one("EXPIRE", names.standalone_lock_key(session_id), seconds)
 
-    async def release_stream(self, session: Session, holder: str) -> None:
-        await self._batch.one("EVAL", _RELEASE_IF_HELD, 1, names.standalone_lock_key(session.id), holder)
+    async def release_stream(self, session_id: str, holder: str) -> None:
+        await self._batch.one("EVAL", _RELEASE_IF_HELD, 1, names.standalone_lock_key(session_id), holder)

@@ -8,13 +8,18 @@ with an id and ``retry``, stored in its log like a priming event, and ends the r
 The client reconnects (through the proxy, to a process that still runs) and loses nothing:
 calls running here go on appending to their logs until they finish, and a background
 call's worker never depended on this process.
+
+Standalone GET streams are not tracked one by one: the process's stream hub holds them
+already, and ``held`` lists them when the drain begins (an idle stream holds no entry here).
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from mcp_platform.mcp.detached import detach
 from mcp_platform.mcp.events import EventStore
@@ -26,6 +31,19 @@ from mcp_platform.mcp.versions import supports_priming
 DRAIN_RETRY_MS = 500
 
 
+class Tracked(Protocol):
+    """A stream to end: whose log its last event goes to."""
+
+    @property
+    def session_id(self) -> str: ...
+
+    @property
+    def stream_id(self) -> str: ...
+
+    @property
+    def protocol_version(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class _Tracked:
     session_id: str
@@ -34,9 +52,11 @@ class _Tracked:
 
 
 class Drain:
-    def __init__(self, events: EventStore) -> None:
+    def __init__(self, events: EventStore, held: Callable[[], Iterable[tuple[Responder, Tracked]]] = tuple) -> None:
+        """``held()``: the streams held elsewhere (the stream hub's) that a drain ends too."""
         self._events = events
-        self._open: weakref.WeakKeyDictionary[Responder, _Tracked] = weakref.WeakKeyDictionary()
+        self._held = held
+        self._open: weakref.WeakKeyDictionary[Responder, Tracked] = weakref.WeakKeyDictionary()
         self.draining = False
 
     def track(self, responder: Responder, session_id: str, stream_id: str, protocol_version: str) -> None:
@@ -47,12 +67,17 @@ class Drain:
         else:
             self._open[responder] = tracked
 
+    def end_late(self, responder: Responder, stream: Tracked) -> None:
+        """End a held stream that joined its holder once the drain had begun (the drain's
+        ``held()`` did not list it)."""
+        detach(self._end([(responder, stream)]))
+
     async def drain(self) -> None:
         self.draining = True
-        await self._end(list(self._open.items()))
+        await self._end([*self._open.items(), *self._held()])
         self._open.clear()
 
-    async def _end(self, streams: list[tuple[Responder, _Tracked]]) -> None:
+    async def _end(self, streams: list[tuple[Responder, Tracked]]) -> None:
         streams = [(responder, tracked) for responder, tracked in streams if responder.open]
         hinted = [(r, t) for r, t in streams if supports_priming(t.protocol_version)]
         event_ids = (

@@ -13,9 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import logging
-import os
-import secrets
-import socket
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +35,6 @@ from mcp_platform.mcp.transport.listen import ListenStream
 from mcp_platform.mcp.transport.post_stream import PostStream, StreamOptions
 from mcp_platform.mcp.transport.responder import Receive, RequestFailed, Responder, Scope, Send, watch_disconnect
 from mcp_platform.mcp.transport.standalone import (
-    STREAM_LOCK_SECONDS,
     StandaloneStream,
     StreamServices,
     catalog_round,
@@ -66,6 +62,10 @@ class TransportConfig:
     is_unavailable: Callable[[BaseException], bool]
     # The Retry-After of a 503 (seconds).
     retry_after_seconds: int
+    # The request's context for the platform's logs: entered (given the ASGI scope) before
+    # the request is answered, and left (given what entering returned) once it is.
+    enter_context: Callable[[Scope], Any] = lambda scope: None
+    leave_context: Callable[[Any], None] = lambda entered: None
 
 
 class HttpProblem(Exception):
@@ -118,7 +118,7 @@ class StreamableHttp:
     ) -> None:
         self.engine = engine
         self.watch = ProducerWatch(liveness, events, engine.host.recover_run)
-        self.drain = Drain(events)
+        self.drain = Drain(events, held=self._held_streams)
         # One kind of answer stream for both revisions, with each revision's rules.
         self._streams = StreamOptions(
             events, self.watch, self.drain, config.keepalive_seconds, resumable=True, cancel_on_disconnect=False
@@ -141,6 +141,13 @@ class StreamableHttp:
         self._hub: StreamHub | None = None
         self._in_flight = InFlight(config.limits.session_max_in_flight)
 
+    def _held_streams(self) -> list[tuple[Responder, StandaloneStream]]:
+        """The standalone streams a drain ends: the hub holds them (see ``StandaloneStream._join``)."""
+        hub = self._hub
+        if hub is None:
+            return []
+        return [(s.responder, s) for s in hub.streams() if isinstance(s, StandaloneStream) and s.drainable]
+
     async def _register_listener(self, stream: ListenStream) -> Callable[[], Awaitable[None]]:
         hub = self.hub()
         await hub.register(stream)
@@ -157,26 +164,14 @@ class StreamableHttp:
         return self._hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, *, endpoint: str) -> None:
+        entered = self.config.enter_context(scope)
         responder = Responder(receive, send)
-        headers = checks.header_map(scope.get("headers", []))
-        lookup: SessionLookup | None = None
         try:
-            self._check_host_and_origin(headers)
-            session_id = headers.get(SESSION_HEADER)
-            if session_id:
-                # Fetch the session while the credential is checked: two Redis round trips
-                # overlap instead of adding up. It is used only once the credential passed.
-                lookup = self.engine.sessions.lookup(session_id)
-            identity = await self._authenticate(endpoint, headers, scope)
-            method = scope.get("method", "GET")
-            if method == "POST":
-                await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
-            elif method == "GET":
-                await self._get(identity, headers, responder, lookup)
-            elif method == "DELETE":
-                await self._delete(identity, headers, responder, lookup)
-            else:
-                raise HttpProblem(405, SERVER_ERROR, "Method not allowed", headers=[(b"allow", b"GET, POST, DELETE")])
+            stream = await self._answer(scope, responder, endpoint)
+            if stream is not None:
+                # A GET stream stays open for hours: it runs here, where the request's headers,
+                # its session as read and the checks' locals are gone with _answer's frame.
+                await stream.run()
         except HttpProblem as problem:
             if not responder.started:
                 await responder.json(problem.status, jsonrpc.error(None, problem.error), problem.headers)
@@ -184,6 +179,30 @@ class StreamableHttp:
             await self._fault(failed.__cause__ or failed, responder, failed.request_id)
         except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
             await self._fault(exc, responder, None)
+        finally:
+            self.config.leave_context(entered)
+
+    async def _answer(self, scope: Scope, responder: Responder, endpoint: str) -> StandaloneStream | None:
+        """Answer the request; a GET that opens the session's stream gets it back, claimed, to run."""
+        headers = checks.header_map(scope.get("headers", []))
+        lookup: SessionLookup | None = None
+        self._check_host_and_origin(headers)
+        session_id = headers.get(SESSION_HEADER)
+        if session_id:
+            # Fetch the session while the credential is checked: two Redis round trips
+            # overlap instead of adding up. It is used only once the credential passed.
+            lookup = self.engine.sessions.lookup(session_id)
+        identity = await self._authenticate(endpoint, headers, scope)
+        method = scope.get("method", "GET")
+        if method == "POST":
+            await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
+        elif method == "GET":
+            return await self._get(identity, headers, responder, lookup)
+        elif method == "DELETE":
+            await self._delete(identity, headers, responder, lookup)
+        else:
+            raise HttpProblem(405, SERVER_ERROR, "Method not allowed", headers=[(b"allow", b"GET, POST, DELETE")])
+        return None
 
     async def _fault(self, exc: BaseException, responder: Responder, request_id: jsonrpc.RequestId | None) -> None:
         """A 503 with Retry-After when Redis or the database did not answer, else a -32603;
@@ -443,7 +462,9 @@ class StreamableHttp:
         headers: dict[str, str],
         responder: Responder,
         lookup: SessionLookup | None,
-    ) -> None:
+    ) -> StandaloneStream | None:
+        """The session's standalone stream, claimed, for the caller to run; a request's stream
+        resumed (``Last-Event-ID``) is served here, and None is returned."""
         if not checks.accepts(headers.get("accept"), checks.SSE):
             raise HttpProblem(406, SERVER_ERROR, "Not Acceptable: Accept must list text/event-stream")
         session = await self._session(identity, headers, lookup)
@@ -456,17 +477,12 @@ class StreamableHttp:
             if parsed[0] != names.STANDALONE_STREAM:
                 # A request's stream, resumed: allowed while the standalone stream is open.
                 await self._follow(session, parsed[0], parsed[1], responder)
-                return
+                return None
             resume_after = parsed[1]
-        holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        if not await self.engine.sessions.claim_stream(session, holder, seconds=STREAM_LOCK_SECONDS):
-            raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
         stream = StandaloneStream(self._services, self.hub(), session, identity, responder, resume_after)
-        del session  # an idle stream holds only what it needs (the stream keeps a lean copy)
-        try:
-            await stream.run()
-        finally:
-            await self.engine.sessions.release_stream(stream.session, holder)
+        if not await stream.claim():
+            raise HttpProblem(409, SERVER_ERROR, "Conflict: Only one SSE stream is allowed per session")
+        return stream
 
     async def _follow(self, session: Session, stream_id: str, after: str, responder: Responder) -> None:
         """Resume a stream: its events after ``after``, then live ones, until its final event
@@ -507,5 +523,5 @@ class StreamableHttp:
         lookup: SessionLookup | None,
     ) -> None:
         session = await self._session(identity, headers, lookup)
-        await self.engine.sessions.delete(session)
+        await self.engine.sessions.delete(session.id, session.tenant_id)
         await responder.whole(200, b"", [])

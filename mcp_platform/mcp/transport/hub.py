@@ -118,6 +118,9 @@ class StreamHub:
     def held(self) -> int:
         return sum(len(s) for s in self._streams.values())
 
+    def streams(self) -> list[HubStream]:
+        return [stream for streams in self._streams.values() for stream in streams]
+
     async def _receive(self) -> None:
         while True:
             try:

@@ -38,7 +38,7 @@ MAX_TASK_IDS = 100
 MAX_RESOURCE_SUBSCRIPTIONS = 1000
 
 
-class ListenStream:
+class ListenStream(sse.HeldStream):
     def __init__(
         self,
         *,
@@ -69,12 +69,10 @@ class ListenStream:
         if follows_tasks and isinstance(task_ids, list):
             self.honoured["taskIds"] = [task for task in task_ids if isinstance(task, str)][:MAX_TASK_IDS]
         self._task_ids = frozenset(self.honoured.get("taskIds", ()))
-        self._responder = responder
+        super().__init__(responder)
         self._server_meta = server_meta
         self._wakeup = asyncio.Event()
         self._reasons: set[str] = set()
-        self._send_lock = asyncio.Lock()
-        self._keep_alive = sse.KeepAlive(responder, self._send_lock)
         self.digests: Mapping[str, str] = {}
         self._baseline = asyncio.Event()  # set once ``digests`` holds what the client was acknowledged with
 
@@ -102,7 +100,7 @@ class ListenStream:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await unregister()
-            self._keep_alive.cancel()
+            self._stop_beat()
             for task in tasks:
                 task.cancel()
             for task in tasks:
@@ -164,7 +162,3 @@ class ListenStream:
         task = await self._host.detailed_task(self.identity, task_id)
         if task is not None:
             await self.notify("notifications/tasks", task)
-
-    def keep_alive(self) -> None:
-        """The hub's keep-alive tick: a comment, in order with the notifications."""
-        self._keep_alive.tick()

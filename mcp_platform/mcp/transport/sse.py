@@ -4,7 +4,6 @@ own coroutine serves, and the tick of a stream the hub holds (one timer per proc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 from mcp_platform.mcp.transport.responder import Responder
 
@@ -38,40 +37,42 @@ async def keep_alive(responder: Responder, interval: float) -> None:
         await responder.write(KEEPALIVE)
 
 
-class KeepAlive:
-    """The hub's keep-alive ticks of one stream it holds: a comment, in order with the
-    stream's other messages (``lock``), written by a short task; ``then`` runs after the
-    write. While a beat still runs (a slow client) a tick adds nothing (the stream is not
-    quiet, and one waiting beat per stream is enough), and a finished one is let go: one
-    slot per stream, not a set of tasks, as an idle stream should hold next to nothing."""
+class HeldStream:
+    """Base of the streams the hub holds (which it ticks for keep-alives): the response, the
+    lock that keeps its messages in order, and the keep-alive being written.
 
-    __slots__ = ("_lock", "_responder", "_then", "task")
+    A tick writes a comment, in order with the stream's other messages, in a short task;
+    ``_after_beat`` runs after the write. While a beat still runs (a slow client) a tick adds
+    nothing (the stream is not quiet, and one waiting beat per stream is enough), and a
+    finished one is let go: one slot in the stream itself, no object or set of tasks of its
+    own, as an idle stream should hold next to nothing."""
 
-    def __init__(
-        self, responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None = None
-    ) -> None:
+    __slots__ = ("_beat", "_responder", "_send_lock")
+
+    def __init__(self, responder: Responder) -> None:
         self._responder = responder
-        self._lock = lock
-        self._then = then
-        self.task: asyncio.Task[None] | None = None  # the beat being written
+        self._send_lock = asyncio.Lock()
+        self._beat: asyncio.Task[None] | None = None  # the keep-alive being written
 
-    def tick(self) -> None:
-        if not self._responder.open or self.task is not None:
+    def keep_alive(self) -> None:
+        """The hub's keep-alive tick."""
+        if not self._responder.open or self._beat is not None:
             return
-        self.task = asyncio.ensure_future(_beat(self._responder, self._lock, self._then))
-        self.task.add_done_callback(self._done)
+        self._beat = asyncio.ensure_future(self._write_beat())
+        self._beat.add_done_callback(self._beat_done)
 
-    def cancel(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        if self.task is task:
-            self.task = None
+    def _beat_done(self, task: asyncio.Task[None]) -> None:
+        if self._beat is task:
+            self._beat = None
 
+    async def _write_beat(self) -> None:
+        async with self._send_lock:
+            await self._responder.write(KEEPALIVE)
+        await self._after_beat()
 
-async def _beat(responder: Responder, lock: asyncio.Lock, then: Callable[[], Awaitable[None]] | None) -> None:
-    async with lock:
-        await responder.write(KEEPALIVE)
-    if then is not None:
-        await then()
+    async def _after_beat(self) -> None:
+        """What the stream does after each keep-alive it wrote (nothing, unless it says)."""

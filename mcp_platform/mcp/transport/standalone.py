@@ -18,7 +18,9 @@ happened while no stream was open is announced when the client opens one again.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import itertools
+import os
+import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +44,8 @@ STREAM_ID = names.STANDALONE_STREAM
 # The session's one-GET-stream lock lives this long unless the open stream renews it (each
 # keep-alive), so a process that died holding it frees it soon.
 STREAM_LOCK_SECONDS = 60
+# Numbers the streams of this process for their lock's value (``StandaloneStream.holder``).
+_HOLDERS = itertools.count(1)
 
 
 def _notification(method: str, params: dict[str, Any] | None = None) -> bytes:
@@ -66,31 +70,32 @@ def _entry(event_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-class StandaloneStream:
+class StandaloneStream(sse.HeldStream):
     """One session's GET stream. An idle stream is only its request's own coroutine waiting
-    for the client to leave: no task or timer of its own (the hub sends keep-alives).
-    Deliveries run in a short task when the hub wakes the stream; an end (revoked
-    credential, ended session) interrupts the waiting coroutine."""
+    for the client to leave: no task or timer of its own (the hub sends keep-alives), and of
+    its session only what it uses (ids, protocol version). Deliveries run in a short task
+    when the hub wakes the stream; an end (revoked credential, ended session) interrupts the
+    waiting coroutine."""
 
-    # Many of these stay open for hours: no per-instance dict.
+    # Many of these stay open for hours: no per-instance dict, and no field that is not used.
     __slots__ = (
         "_again",
         "_delivering",
         "_ending",
+        "_holder",
         "_hub",
-        "_keep_alive",
-        "_responder",
         "_resume_after",
-        "_send_lock",
         "_task",
         "digest",
+        "drainable",
         "identity",
         "last",
+        "protocol_version",
         "services",
-        "session",
         "session_id",
         "tenant_id",
     )
+    stream_id = STREAM_ID  # the log its events are stored in (for the drain)
 
     def __init__(
         self,
@@ -101,23 +106,36 @@ class StandaloneStream:
         responder: Responder,
         resume_after: str | None = None,
     ) -> None:
+        super().__init__(responder)
         self.services = services
         self._hub = hub
-        # What the stream needs of its session; the client's info and capabilities stay behind.
-        self.session = dataclasses.replace(session, client_info={}, client_capabilities={})
-        self.identity = identity
-        self._responder = responder
-        self._resume_after = resume_after
+        self.session_id = sys.intern(session.id)  # one copy with SessionStore's last-touched entry
         self.tenant_id = identity.tenant_id
-        self.session_id = session.id
+        self.protocol_version = sys.intern(session.protocol_version)  # one copy for the process
+        self.identity = identity
+        self._resume_after = resume_after
+        self._holder = next(_HOLDERS)
         self.digest = ""
         self.last = "0-0"
-        self._send_lock = asyncio.Lock()
+        self.drainable = False  # joined the hub before the drain began: the drain ends it
         self._task: asyncio.Task[Any] | None = None  # the request's coroutine, while it waits
         self._ending: str | None = None  # "ended" or "revoked" once the stream must end
         self._delivering: asyncio.Task[None] | None = None
         self._again = False  # woken again while delivering
-        self._keep_alive = sse.KeepAlive(self._responder, self._send_lock, self._renew_lock)
+
+    @property
+    def responder(self) -> Responder:
+        return self._responder
+
+    @property
+    def holder(self) -> str:
+        """Its value of the session's one-GET-stream lock: this process and stream."""
+        return f"{socket.gethostname()}:{os.getpid()}:{self._holder}"
+
+    async def claim(self) -> bool:
+        """Take the session's one-GET-stream lock; False while another stream holds it. A
+        stream that took it gives it back when ``run`` ends."""
+        return await self.services.sessions.claim_stream(self.session_id, self.holder, seconds=STREAM_LOCK_SECONDS)
 
     def follows_task(self, task_id: str) -> bool:
         """Legacy tasks report on the session's own log (``session.events``), not by id."""
@@ -136,54 +154,69 @@ class StandaloneStream:
             self._again = True
 
     async def run(self) -> None:
+        """Serve the claimed stream until the client leaves or ``wake`` ends it, then give the
+        lock back. The waiting happens here, one frame above the ASGI server's ``receive``:
+        what opening the stream needed went with the frames of ``_start`` and ``_join``."""
+        responder = self._responder
+        task = asyncio.current_task()
+        assert task is not None
+        try:
+            await self._start()  # a failure here is answered by the transport, on the stream
+            try:
+                await self._join()
+                self._task = task
+                try:
+                    if self._ending is None:
+                        while (await responder.receive())["type"] != "http.disconnect":
+                            pass
+                        responder.disconnected = True
+                except asyncio.CancelledError:
+                    if self._ending is None:
+                        raise  # cancelled from outside (the server is stopping)
+                    task.uncancel()  # our own interruption, handled
+                finally:
+                    self._task = None
+                if self._ending == "revoked":  # the credential is gone: so is its session
+                    await self.services.sessions.delete(self.session_id, self.tenant_id)
+            finally:
+                self._stop_beat()
+                if self._delivering is not None:
+                    self._delivering.cancel()
+                await self._hub.unregister(self)
+                await responder.end()
+        finally:
+            await self.services.sessions.release_stream(self.session_id, self.holder)
+
+    async def _start(self) -> None:
+        """Start the response: primed, or replaying what the client missed (``Last-Event-ID``)."""
         events = self.services.events
         await self._responder.start(200, list(sse.HEADERS))
         if self._resume_after is not None:
-            self.last = self._resume_after  # replay what the client missed, then go live
-        else:
-            newest = await events.after(self.session.id, STREAM_ID, "0-0")
-            self.last = newest[-1].event_id.split(".", 1)[1] if newest else "0-0"
-            if supports_priming(self.session.protocol_version):
-                event_id = await events.append(self.session.id, STREAM_ID, b"")
-                await self._responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
-                self.last = event_id.split(".", 1)[1]
-        self.services.drain.track(self._responder, self.session_id, STREAM_ID, self.session.protocol_version)
-        hub = self._hub
-        await hub.register(self)  # before comparing: any later change wakes this stream
-        try:
-            await self._announce_if_changed()
-            self.wake("events")
-            await self._until_disconnected()
-            if self._ending == "revoked":
-                await self.services.sessions.delete(self.session)  # the credential is gone: so is its session
-        finally:
-            self._keep_alive.cancel()
-            if self._delivering is not None:
-                self._delivering.cancel()
-            await hub.unregister(self)
-            await self._responder.end()
+            self.last, self._resume_after = self._resume_after, None  # replay, then go live
+            return
+        newest = await events.after(self.session_id, STREAM_ID, "0-0")
+        self.last = newest[-1].event_id.split(".", 1)[1] if newest else "0-0"
+        if supports_priming(self.protocol_version):
+            event_id = await events.append(self.session_id, STREAM_ID, b"")
+            await self._responder.write(sse.event(b"", event_id=event_id, retry_ms=RETRY_MS))
+            self.last = event_id.split(".", 1)[1]
 
-    async def _until_disconnected(self) -> None:
-        """Wait for the client to leave, or for ``wake`` to end the stream."""
-        task = asyncio.current_task()
-        assert task is not None
-        self._task = task
-        try:
-            if self._ending is None:
-                while (await self._responder.receive())["type"] != "http.disconnect":
-                    pass
-                self._responder.disconnected = True
-        except asyncio.CancelledError:
-            if self._ending is None:
-                raise  # cancelled from outside (the server is stopping)
-            task.uncancel()  # our own interruption, handled
-        finally:
-            self._task = None
+    async def _join(self) -> None:
+        """Join the hub, then announce a change the session has not heard of yet."""
+        drain = self.services.drain
+        await self._hub.register(self)  # before comparing: any later change wakes this stream
+        # In one turn with the drain's look at the hub: exactly one of the two ends the stream.
+        if drain.draining:
+            drain.end_late(self._responder, self)
+        else:
+            self.drainable = True
+        await self._announce_if_changed()
+        self.wake("events")
 
     async def _deliver_new(self) -> None:
         while True:
             self._again = False
-            await self.deliver(await self.services.events.after(self.session.id, STREAM_ID, self.last))
+            await self.deliver(await self.services.events.after(self.session_id, STREAM_ID, self.last))
             if not self._again:
                 self._delivering = None
                 return
@@ -202,17 +235,14 @@ class StandaloneStream:
         """On (re)connect: announce a change the session has not heard of yet."""
         digests = await self.services.host.visible_digests(self.identity)
         fresh = encode_digests(digests)
-        (previous,) = await self.services.sessions.swap_digests([(self.session.id, fresh)])
+        (previous,) = await self.services.sessions.swap_digests([(self.session_id, fresh)])
         self.digest = sys.intern(fresh)  # a tenant's sessions hold one copy
         for method in changed_lists(previous.decode() if previous is not None else None, digests):
-            await self.services.events.append(self.session.id, STREAM_ID, _notification(method))
+            await self.services.events.append(self.session_id, STREAM_ID, _notification(method))
 
-    def keep_alive(self) -> None:
-        """The hub's keep-alive tick; it also renews the session's one-GET-stream lock."""
-        self._keep_alive.tick()
-
-    async def _renew_lock(self) -> None:
-        await self.services.sessions.renew_stream(self.session, seconds=STREAM_LOCK_SECONDS)
+    async def _after_beat(self) -> None:
+        """Each keep-alive also renews the session's one-GET-stream lock."""
+        await self.services.sessions.renew_stream(self.session_id, seconds=STREAM_LOCK_SECONDS)
 
 
 async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:
