@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from asgiref.sync import sync_to_async
 from django.utils import timezone
@@ -77,7 +77,7 @@ class AuthFailure(Exception):
         self.challenge = challenge  # None: the tenant does not advertise OAuth
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KeyRecord:
     id: int
     name: str
@@ -86,6 +86,9 @@ class KeyRecord:
     scopes: frozenset[str]
     expires_at: datetime | None
     revoked: bool
+    # Made with the record and shared by every request and session of the key: a thousand
+    # open streams of one key hold one principal (a reload makes new records).
+    principal: Principal
     tool_listing: str = ""  # empty: the tenant's
 
 
@@ -103,10 +106,6 @@ class TenantRecord:
     loaded_at: float
     keys_by_prefix: dict[str, KeyRecord]
     tool_listing: str = "list"
-    # Each key's principal (None: the anonymous caller's), made on first use and then shared
-    # by every request and session of that key: a thousand open streams of one key hold one.
-    # The record's fields decide it, and a reload makes a new record.
-    principals: dict[int | None, Principal] = field(default_factory=dict, repr=False)
 
     def lists_by_search(self, key_prefix: str) -> bool:
         """Whether tools/list answers this credential (an API key's prefix; "" for OAuth and
@@ -115,24 +114,27 @@ class TenantRecord:
         return ((key.tool_listing if key is not None else "") or self.tool_listing) == "search"
 
 
+def _key_record(tenant: dict[str, Any], key: dict[str, Any]) -> KeyRecord:
+    scopes = frozenset(key["scopes"]) if key["scopes"] else _NO_SCOPES
+    return KeyRecord(
+        id=key["id"],
+        name=key["name"],
+        prefix=key["prefix"],
+        key_hash=key["key_hash"],
+        scopes=scopes,
+        expires_at=key["expires_at"],
+        revoked=key["revoked_at"] is not None,
+        principal=Principal(tenant["id"], tenant["slug"], key["id"], key["name"], key["prefix"], scopes),
+        tool_listing=key["tool_listing"],
+    )
+
+
 def _load(slug: str, generation: generations.Generation) -> TenantRecord | None:
     found = active_tenant_with_keys(slug)
     if found is None:
         return None
     tenant, api_keys = found
-    records = {
-        key["prefix"]: KeyRecord(
-            id=key["id"],
-            name=key["name"],
-            prefix=key["prefix"],
-            key_hash=key["key_hash"],
-            scopes=frozenset(key["scopes"]) if key["scopes"] else _NO_SCOPES,
-            expires_at=key["expires_at"],
-            revoked=key["revoked_at"] is not None,
-            tool_listing=key["tool_listing"],
-        )
-        for key in api_keys
-    }
+    records = {key["prefix"]: _key_record(tenant, key) for key in api_keys}
     return TenantRecord(
         tenant_id=tenant["id"],
         slug=tenant["slug"],
@@ -167,16 +169,9 @@ def _key_usable(record: KeyRecord | None) -> bool:
 
 
 def _principal(tenant: TenantRecord, key: KeyRecord | None) -> Principal:
-    """The principal of ``key`` (one of ``tenant.keys_by_prefix``; None: anonymous)."""
-    key_id = key.id if key is not None else None
-    principal = tenant.principals.get(key_id)
-    if principal is None:
-        if key is None:
-            principal = Principal(tenant.tenant_id, tenant.slug, None, "anonymous", "", frozenset())
-        else:
-            principal = Principal(tenant.tenant_id, tenant.slug, key.id, key.name, key.prefix, key.scopes)
-        tenant.principals[key_id] = principal
-    return principal
+    if key is None:
+        return Principal(tenant.tenant_id, tenant.slug, None, "anonymous", "", _NO_SCOPES)
+    return key.principal
 
 
 class TokenVerifier(Protocol):

@@ -139,3 +139,20 @@ def test_a_new_generation_reloads_and_a_current_one_does_not(acme) -> None:
     generations.bump(["acme"])
     second = async_to_sync(directory.tenant)("acme")
     assert second is not first and second is not None and second.generation != first.generation
+
+
+@pytest.mark.django_db
+def test_requests_of_one_key_share_its_principal_until_the_record_reloads(monkeypatch, acme, make_key) -> None:
+    """A thousand sessions of one key hold one principal; a change to the tenant (say the key's
+    scopes) makes a new record, and with it a principal as the change left the key."""
+    monkeypatch.setattr(auth, "_touch_key", lambda key_id: None)  # the row write is not under test
+    key, raw = make_key(acme)
+    directory = TenantDirectory()
+    first = async_to_sync(directory.authenticate)("acme", f"Bearer {raw}")
+    assert async_to_sync(directory.authenticate)("acme", f"Bearer {raw}") is first
+    assert (first.key_id, first.key_name, first.tenant_slug) == (key.pk, key.name, "acme")
+    key.scopes = ["tools:call"]
+    key.save(update_fields=["scopes"])
+    generations.bump(["acme"])
+    changed = async_to_sync(directory.authenticate)("acme", f"Bearer {raw}")
+    assert changed is not first and changed.scopes == frozenset({"tools:call"})
