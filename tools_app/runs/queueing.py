@@ -74,7 +74,7 @@ def message(run_id: str, queue: str, time_limit: int | None, headers: dict[str, 
         **(headers or {}),
     }
     properties = {**template_properties, "correlation_id": task_id}
-    body = ([run_id], {}, embed)
+    body: tuple[list[str], dict[str, Any], Any] = ([run_id], {}, embed)
     content_type, content_encoding, payload = dumps(body, serializer=serializer)  # type: ignore[no-untyped-call]
     raw = payload.encode() if isinstance(payload, str) else payload
     properties.update(
