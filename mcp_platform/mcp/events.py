@@ -83,6 +83,12 @@ class EventStore:
         """Other commands about streams (their producers), with this loop's hot-path batch."""
         return _checked(await self._batch.run(commands))
 
+    def append_commands(
+        self, session_id: str, stream_id: str, data: bytes, *, final: bool = False
+    ) -> list[tuple[object, ...]]:
+        """The commands of ``append``, for a caller that sends them itself."""
+        return _appended(names.events_key(session_id, stream_id), data, final, self._ttl)
+
     async def append(self, session_id: str, stream_id: str, data: bytes, *, final: bool = False) -> str:
         entry_id, _ = _checked(
             await self._batch.run(_appended(names.events_key(session_id, stream_id), data, final, self._ttl))

@@ -66,13 +66,20 @@ class Relay:
     ) -> None:
         """The call's final event: its result, its error, or (neither) no response at all,
         as for a cancelled request; the POST that relays the log ends with it."""
+        await self._events.run(self.respond_commands(address, result=result, error=error))
+
+    def respond_commands(
+        self, address: CallAddress, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None
+    ) -> list[tuple[object, ...]]:
+        """The commands of ``respond``, for a caller that sends them itself (a worker runs
+        them in the script that records the run's outcome)."""
         if error is not None:
             data = jsonrpc.dumps({"jsonrpc": "2.0", "id": address.request_id, "error": error})
         elif result is not None:
             data = jsonrpc.dumps(jsonrpc.result(address.request_id, result))
         else:
             data = b""
-        await self._events.append(address.session_id, address.stream_id, data, final=True)
+        return self._events.append_commands(address.session_id, address.stream_id, data, final=True)
 
     async def task_status(self, address: CallAddress, task: dict[str, Any]) -> None:
         """``notifications/tasks/status`` on the session's standalone stream; for a 2026-07-28
@@ -101,12 +108,18 @@ class Relay:
         """Who produces the call's stream: the worker process that runs it now, until
         ``deadline`` (epoch seconds) at the latest; no worker: queued again. Followers of
         the stream recover the run when that worker stops beating (liveness.py)."""
+        commands = self.producer_commands(address, run_id, worker=worker, deadline=deadline)
+        if commands:  # none for a task, which has no stream: the periodic sweep watches its worker
+            await self._events.run(commands)
+
+    def producer_commands(
+        self, address: CallAddress, run_id: str, *, worker: str = "", deadline: float = 0.0
+    ) -> list[tuple[object, ...]]:
+        """The commands of ``run_producer``, for a caller that sends them itself."""
         if not address.session_id or address.task_id is not None:
-            return  # a task has no stream: the periodic sweep watches its worker
+            return []
         producer = Producer(process=worker, run_id=run_id, deadline=deadline)
-        await self._events.run(
-            [producer_command(address.session_id, address.stream_id, producer, self._events.ttl_seconds)]
-        )
+        return [producer_command(address.session_id, address.stream_id, producer, self._events.ttl_seconds)]
 
     async def register_runner(self, run_id: str, channel: str) -> None:
         """The inbox address of the call running a run now; cancellations go there."""

@@ -16,7 +16,9 @@ from django.utils import timezone
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
+from mcp_platform.mcp.relay import CallAddress
 from mcp_platform.mcp.text import storable
+from mcp_platform.redis_batch import Command
 from tenants.models import ApiKey
 from tenants.principal import Principal
 from tools_app.catalog.spec import ToolSpec
@@ -93,8 +95,10 @@ async def run_finish(
     result: dict[str, Any] | None = None,
     error: dict[str, Any] | None = None,
     message: str = "",
+    then: Sequence[Command] = (),
 ) -> bool:
-    """Record a terminal outcome; False when the run already had one."""
+    """Record a terminal outcome; False when the run already had one. ``then``: commands
+    that run with the change, only when it is made (``store.transition``)."""
     assert status not in ToolRun.ACTIVE
     changes = {
         "status": status,
@@ -103,7 +107,7 @@ async def run_finish(
         "status_message": storable(message),
         "finished_at": timezone.now(),
     }
-    return bool(await store.transition(run_id, changes, statuses=ToolRun.ACTIVE))
+    return bool(await store.transition(run_id, changes, statuses=ToolRun.ACTIVE, then=then))
 
 
 async def run_set_active_status(run_id: str, status: str) -> bool:
@@ -166,6 +170,8 @@ async def finish_and_signal(
     the status says it; ``confirmation`` what became of the confirmation the call needed
     (the invocation row's confirmation fields).
     """
+    if run is not None and not run.is_task:
+        return await _finish_call(run, status, result, error, message, outcome, confirmation, connection)
     if not await run_finish(run_id, status=status, result=result, error=error, message=message):
         return False
     if run is None:
@@ -179,6 +185,30 @@ async def finish_and_signal(
     return True
 
 
+async def _finish_call(
+    run: ToolRun,
+    status: str,
+    result: dict[str, Any] | None,
+    error: dict[str, Any] | None,
+    message: str,
+    outcome: Outcome | None,
+    confirmation: dict[str, Any] | None,
+    connection: str,
+) -> bool:
+    """``finish_and_signal`` for a plain call whose run the caller holds (its worker): the
+    call's response and its invocation row are appended by the script that records the
+    outcome, only when it does. One round trip instead of three, and a worker that dies
+    right after recording the outcome cannot leave the call without its response."""
+    row = await invocation_of(run, outcome or Outcome(status), message, confirmation or {}, connection)
+    then = [*_response_commands(address_of(run), status, result, error), *journal.always_commands(row)]
+    if not await run_finish(run.id, status=status, result=result, error=error, message=message, then=then):
+        return False
+    journal.counted(row)
+    run.status, run.result, run.error, run.status_message = status, result, error, message
+    run.updated_at = run.finished_at = timezone.now()
+    return True
+
+
 async def record_run(
     run: ToolRun,
     outcome: Outcome,
@@ -188,6 +218,17 @@ async def record_run(
 ) -> None:
     """The invocation row of a background run or MCP task, once it ended. Its call id is the
     run's, so the run is recorded once however often its outcome is delivered."""
+    await journal.append_always(await invocation_of(run, outcome, message, confirmation, connection))
+
+
+async def invocation_of(
+    run: ToolRun,
+    outcome: Outcome,
+    message: str = "",
+    confirmation: dict[str, Any] | None = None,
+    connection: str = "",
+) -> dict[str, Any]:
+    """The invocation row of a run that ends now (``record_run``)."""
     key_id = int(run.subject.rsplit(":", 1)[1]) if ":key:" in run.subject else None
     label = run.credential_label
     if not label:  # a run started before runs kept their caller's label
@@ -196,31 +237,29 @@ async def record_run(
     tool = await store.spec_of(run)
     began = run.started_at or run.created_at
     finished = timezone.now()
-    await journal.append_always(
-        invocation_row(
-            call_id=f"run-{run.id}",
-            tenant_id=run.tenant_id,
-            key_id=key_id,
-            key_label=label,
-            oauth_subject=run.oauth_subject,
-            oauth_client=run.oauth_client,
-            session_id=run.session_id,
-            protocol_version=run.protocol_version,
-            tool_id=run.tool_id,
-            tool_name=run.tool_name,
-            tool_version=run.tool_version,
-            arguments=run.arguments,
-            input_schema=tool.input_schema if tool is not None else None,
-            outcome=outcome,
-            error_message=message,
-            started_at=run.created_at.timestamp(),
-            finished_at=finished.timestamp(),
-            duration_ms=round((finished - began).total_seconds() * 1000, 3),
-            run_id=run.id,
-            is_task=run.is_task,
-            connection=connection,
-            **(confirmation or {}),
-        )
+    return invocation_row(
+        call_id=f"run-{run.id}",
+        tenant_id=run.tenant_id,
+        key_id=key_id,
+        key_label=label,
+        oauth_subject=run.oauth_subject,
+        oauth_client=run.oauth_client,
+        session_id=run.session_id,
+        protocol_version=run.protocol_version,
+        tool_id=run.tool_id,
+        tool_name=run.tool_name,
+        tool_version=run.tool_version,
+        arguments=run.arguments,
+        input_schema=tool.input_schema if tool is not None else None,
+        outcome=outcome,
+        error_message=message,
+        started_at=run.created_at.timestamp(),
+        finished_at=finished.timestamp(),
+        duration_ms=round((finished - began).total_seconds() * 1000, 3),
+        run_id=run.id,
+        is_task=run.is_task,
+        connection=connection,
+        **(confirmation or {}),
     )
 
 
@@ -237,6 +276,18 @@ async def deliver_outcome(run: ToolRun) -> None:
         await channel.respond(address, error=run.error)
     else:
         await channel.respond(address, result=run.result or {"content": []})
+
+
+def _response_commands(
+    address: CallAddress, status: str, result: dict[str, Any] | None, error: dict[str, Any] | None
+) -> list[Command]:
+    """``deliver_outcome`` of a plain call, as commands: its error, its result, or no
+    response at all when cancelled."""
+    if status == ToolRun.Status.CANCELLED:
+        return relay().respond_commands(address)
+    if error is not None:
+        return relay().respond_commands(address, error=error)
+    return relay().respond_commands(address, result=result or {"content": []})
 
 
 async def cancel_run(run_id: str, reason: str = "Cancelled by the client") -> bool:

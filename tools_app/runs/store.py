@@ -20,6 +20,7 @@ recovery sweeps) merge them with the rows.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -27,9 +28,11 @@ from typing import Any, cast
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
 from redis.typing import EncodableT, FieldT
 
-from mcp_platform.redis_clients import async_redis
+from mcp_platform.redis_batch import Command
+from mcp_platform.redis_clients import async_redis, command_batch
 from tools_app.catalog.models import Tool
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs.models import ToolRun
@@ -71,7 +74,10 @@ TIME_STATE = ("created_at", "updated_at", "started_at", "finished_at", "expires_
 
 # KEYS: the run, the changes stream, the unwritten index. ARGV: the statuses it must be in
 # ("" any), the worker it must name (ANY_WORKER any), the version it must have ("" any),
-# "1" to count an attempt, the time, then field/value pairs to set.
+# "1" to count an attempt, the time, the number n of items that follow as field/value pairs
+# to set, those n items, then the commands to run once the change is made (each as its
+# length and its words): whoever records an outcome delivers it in the same script, so a
+# change costs its party one round trip and no other party can deliver it.
 _TRANSITION = """
 local run = KEYS[1]
 if redis.call('EXISTS', run) == 0 then return -1 end
@@ -80,7 +86,8 @@ if ARGV[1] ~= '' and not string.find(',' .. ARGV[1] .. ',', ',' .. redis.call('H
 if ARGV[2] ~= '*' and redis.call('HGET', run, 'worker_id') ~= ARGV[2] then return 0 end
 if ARGV[3] ~= '' and redis.call('HGET', run, 'v') ~= ARGV[3] then return 0 end
 if ARGV[4] == '1' then redis.call('HINCRBY', run, 'attempts', 1) end
-if #ARGV > 5 then redis.call('HSET', run, unpack(ARGV, 6)) end
+local n = tonumber(ARGV[6])
+if n > 0 then redis.call('HSET', run, unpack(ARGV, 7, 6 + n)) end
 redis.call('HSET', run, 'updated_at', ARGV[5])
 local v = redis.call('HINCRBY', run, 'v', 1)
 local state = redis.call('HGETALL', run)
@@ -90,8 +97,15 @@ for i = 1, #state, 2 do
 end
 redis.call('XADD', KEYS[2], '*', unpack(entry))
 redis.call('ZADD', KEYS[3], ARGV[5], redis.call('HGET', run, 'id'))
+local i = 7 + n
+while i <= #ARGV do
+  local count = tonumber(ARGV[i])
+  redis.call(unpack(ARGV, i + 1, i + count))
+  i = i + count + 1
+end
 return v
 """
+_TRANSITION_SHA = hashlib.sha1(_TRANSITION.encode()).hexdigest()
 
 # KEYS: the run. ARGV: field/value pairs. A run known only to the database, copied back.
 _RESTORE = """
@@ -186,27 +200,40 @@ def _redis() -> Redis:
     return async_redis()
 
 
-async def create(run: ToolRun, spec: ToolSpec | None, also: Sequence[tuple[Any, ...]] = ()) -> None:
+def _hash(flat: list[bytes]) -> dict[bytes, bytes]:
+    """HGETALL's raw reply (field, value, field, value, …) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _checked(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+async def create(run: ToolRun, spec: ToolSpec | None, also: Sequence[Command] = ()) -> None:
     """Accept a run: its hash, its first change entry and its place among the unwritten, at
     once, in one transaction with ``also`` (the message that queues it)."""
     state = hash_of(run, spec)
-    entry = {name: value for name, value in state.items() if name != "spec"}
-    pipe = _redis().pipeline(transaction=True)
-    pipe.hset(run_key(run.id), mapping=state)
+    key = run_key(run.id)
+    commands: list[Command] = [("MULTI",), ("HSET", key, *[item for pair in state.items() for item in pair])]
     if run.expires_at is not None:  # the row is purged then too (purge_expired_runs)
-        pipe.pexpireat(run_key(run.id), int(run.expires_at.timestamp() * 1000) + WRITTEN_GRACE_SECONDS * 1000)
-    pipe.xadd(CHANGES_KEY, entry)
-    pipe.zadd(UNWRITTEN_KEY, {run.id: time.time()})
-    for command in also:
-        pipe.execute_command(*command)
-    await pipe.execute()
+        commands.append(("PEXPIREAT", key, int(run.expires_at.timestamp() * 1000) + WRITTEN_GRACE_SECONDS * 1000))
+    entry = [item for name, value in state.items() if name != "spec" for item in (name, value)]
+    commands += [("XADD", CHANGES_KEY, "*", *entry), ("ZADD", UNWRITTEN_KEY, repr(time.time()), run.id), *also]
+    commands.append(("EXEC",))
+    # Through this loop's command batch (one write, replies parsed by hiredis): MULTI and
+    # EXEC keep the group one transaction, and the batch never splits a caller's group.
+    executed = _checked(await command_batch().run(commands))[-1]
+    _checked(executed)
 
 
 async def load(run_id: str) -> ToolRun | None:
     """The run as it is now: its hash, or its row once the hash is gone."""
-    state = cast(dict[bytes, bytes], await _redis().hgetall(run_key(run_id)))
+    state = await command_batch().one("HGETALL", run_key(run_id))
     if state:
-        return run_from(state)
+        return run_from(_hash(state))
     run = await ToolRun.objects.filter(pk=run_id).afirst()
     if run is not None:
         run.spec = None
@@ -214,14 +241,12 @@ async def load(run_id: str) -> ToolRun | None:
 
 
 async def load_many(run_ids: Iterable[str]) -> dict[str, ToolRun]:
-    """Those of these runs that exist, each as it is now (one pipeline, one query)."""
+    """Those of these runs that exist, each as it is now (one round trip, one query)."""
     ids = list(dict.fromkeys(run_ids))
     if not ids:
         return {}
-    pipe = _redis().pipeline(transaction=False)
-    for run_id in ids:
-        pipe.hgetall(run_key(run_id))
-    found = {run_id: run_from(state) for run_id, state in zip(ids, await pipe.execute(), strict=True) if state}
+    states = _checked(await command_batch().run([("HGETALL", run_key(run_id)) for run_id in ids]))
+    found = {run_id: run_from(_hash(state)) for run_id, state in zip(ids, states, strict=True) if state}
     missing = [run_id for run_id in ids if run_id not in found]
     if missing:
         async for run in ToolRun.objects.filter(pk__in=missing):
@@ -244,6 +269,8 @@ async def transition(
     worker: str = ANY_WORKER,
     version: int | None = None,
     count_attempt: bool = False,
+    before: Sequence[Command] = (),
+    then: Sequence[Command] = (),
 ) -> int:
     """Change the run if it is in one of ``statuses`` (any, when empty), names ``worker`` and
     has ``version`` (when given); returns its new version, 0 when a condition failed or the
@@ -251,14 +278,11 @@ async def transition(
 
     ``changes``: model field names and their values. A run known only to the database is
     first copied back into Redis (unless it has ended: an ended run never changes).
+    ``before``: commands sent ahead of the change in the same round trip (Redis runs them
+    first whatever becomes of it); ``then``: commands run by the change's own script, only
+    when the change is made.
     """
-    args: list[Any] = [
-        ",".join(statuses),
-        worker,
-        "" if version is None else str(version),
-        "1" if count_attempt else "0",
-        repr(time.time()),
-    ]
+    fields: list[Any] = []
     for name, value in changes.items():
         if name in JSON_STATE:
             value = _json(value)
@@ -266,21 +290,37 @@ async def transition(
             value = _epoch(value)
         elif value is None:
             value = ""
-        args.extend((name, value))
-    redis = _redis()
-    # EVALSHA (the script's text goes to Redis once, not with every change: redis-py's
-    # Script loads it again after a NOSCRIPT, e.g. a restarted Redis).
-    change = redis.register_script(_TRANSITION)
-    keys = [run_key(run_id), CHANGES_KEY, UNWRITTEN_KEY]
-    answer = int(await change(keys, args))
-    if answer >= 0:
-        return answer
+        fields.extend((name, value))
+    args: list[Any] = [
+        ",".join(statuses),
+        worker,
+        "" if version is None else str(version),
+        "1" if count_attempt else "0",
+        repr(time.time()),
+        len(fields),
+        *fields,
+    ]
+    for command in then:
+        args.extend((len(command), *command))
+    keys = (run_key(run_id), CHANGES_KEY, UNWRITTEN_KEY)
+    batch = command_batch()
+    # EVALSHA through the batch: the script's text goes to Redis once (EVAL loads it after
+    # a NOSCRIPT, e.g. a restarted Redis), and ``before`` shares the change's round trip.
+    replies = await batch.run([*before, ("EVALSHA", _TRANSITION_SHA, len(keys), *keys, *args)])
+    *ahead, answer = replies
+    _checked(ahead)
+    if isinstance(answer, NoScriptError):
+        answer = await batch.one("EVAL", _TRANSITION, len(keys), *keys, *args)
+    elif isinstance(answer, Exception):
+        raise answer
+    if int(answer) >= 0:
+        return int(answer)
     row = await ToolRun.objects.filter(pk=run_id).afirst()
     if row is None or row.is_terminal:
         return 0
     flat = [item for pair in hash_of(row, None).items() for item in pair]
-    await redis.eval(_RESTORE, 1, run_key(run_id), *flat)
-    return max(int(await change(keys, args)), 0)
+    await batch.one("EVAL", _RESTORE, 1, run_key(run_id), *flat)
+    return max(int(await batch.one("EVALSHA", _TRANSITION_SHA, len(keys), *keys, *args)), 0)
 
 
 def written(client: Any, versions: dict[str, int]) -> None:

@@ -31,7 +31,7 @@ from tools_app.runs.recovery import deadline_of, loss_verdict, lost_runs, recove
 from tools_app.runs.selectors import stuck_runs, unconfirmed_runs
 from tools_app.runs.services import finish_and_signal
 from tools_app.runs.services import purge_expired_runs as purge
-from tools_app.runs.worker import WorkerState, announce_worker, run_in_worker
+from tools_app.runs.worker import WorkerState, announcement, run_in_worker
 
 log = logging.getLogger(__name__)
 
@@ -104,15 +104,16 @@ async def _take_and_run(run_id: str) -> None:
         log.warning("re-running idempotent call %s of %s after a worker died", run_id, tool.name)
     seen_worker, worker = run.worker_id, WorkerHeartbeat.ensure()
     run.attempts, run.worker_pid, run.worker_id, run.started_at = run.attempts + 1, os.getpid(), worker, timezone.now()
-    # The call's stream names this worker before the run is recorded as ours: should we die
-    # in between, whoever follows the stream still learns who took it (recovery.py).
-    await announce_worker(run, deadline_of(run, tool))
+    # The call's stream names this worker before the run is recorded as ours (Redis runs
+    # ``before`` first, in the same round trip): should we die in between, whoever follows
+    # the stream still learns who took it (recovery.py).
     taken = await store.transition(
         run_id,
         {"worker_pid": run.worker_pid, "worker_id": worker, "started_at": run.started_at},
         statuses=ToolRun.ACTIVE,
         worker=seen_worker,
         count_attempt=True,
+        before=announcement(run, deadline_of(run, tool)),
     )
     if not taken:
         return  # another worker took it between our read and now

@@ -25,6 +25,7 @@ from mcp_platform.mcp.jsonrpc import JsonRpcError
 from mcp_platform.mcp.links import RelayCallLink
 from mcp_platform.mcp.rounds import InputRound
 from mcp_platform.mcp.versions import MODERN
+from mcp_platform.redis_batch import Command
 from mcp_platform.redis_clients import async_redis
 from tools_app.catalog.spec import ToolSpec
 from tools_app.runs import store
@@ -91,9 +92,10 @@ def link_for(run: ToolRun) -> RelayCallLink:
     )
 
 
-async def announce_worker(run: ToolRun, deadline: float) -> None:
-    """The call's stream names ``run.worker_id`` as its producer until ``deadline``."""
-    await relay().run_producer(address_of(run), run.id, worker=run.worker_id, deadline=deadline)
+def announcement(run: ToolRun, deadline: float) -> list[Command]:
+    """The commands by which the call's stream names ``run.worker_id`` as its producer
+    until ``deadline``."""
+    return relay().producer_commands(address_of(run), run.id, worker=run.worker_id, deadline=deadline)
 
 
 async def run_in_worker(run: ToolRun, tool: ToolSpec) -> None:
@@ -215,4 +217,4 @@ async def _stop_or_kill(
     log.error("handler of %s is still running after it was %s", ctx.tool_name, reason)
 
 
-__all__ = ["WorkerState", "announce_worker", "run_in_worker"]
+__all__ = ["WorkerState", "announcement", "run_in_worker"]
