@@ -35,7 +35,7 @@ from audit.redaction import redact_arguments
 from mcp_platform import tracing
 from mcp_platform.mcp.text import storable
 from mcp_platform.metrics import AUDIT_ROWS_DROPPED, CALLS
-from mcp_platform.redis_batch import Command
+from mcp_platform.redis_batch import Command, checked
 from mcp_platform.redis_clients import command_batch, sync_redis
 
 log = logging.getLogger(__name__)
@@ -214,12 +214,10 @@ class Journal:
 
     async def append_always(self, row: dict[str, Any]) -> None:
         """``append_now`` from a worker's event loop (a background run's row: never dropped)."""
-        _count(row)
+        self.counted(row)
         commands = self.always_commands(row)
         if commands:
-            (answer,) = await command_batch().run(commands)
-            if isinstance(answer, Exception):
-                raise answer
+            checked(await command_batch().run(commands))
 
     def always_commands(self, row: dict[str, Any]) -> list[Command]:
         """What ``append_always`` sends, for a caller that runs it inside its own script

@@ -49,6 +49,19 @@ class _Pending:
         self.sent_at = sent_at
 
 
+def checked(replies: list[Any]) -> list[Any]:
+    """The replies of one group of commands, or the first error reply raised."""
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def hash_reply(flat: list[bytes]) -> dict[bytes, bytes]:
+    """A raw field/value reply (HGETALL's, a stream entry's fields) as a dict."""
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
 def _error(reply: hiredis.ReplyError) -> ResponseError:
     message = str(reply)
     return NoScriptError(message) if message.startswith("NOSCRIPT") else ResponseError(message)

@@ -17,7 +17,7 @@ from typing import cast
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import names
-from mcp_platform.redis_batch import CommandBatch
+from mcp_platform.redis_batch import CommandBatch, checked, hash_reply
 
 _EVENT_ID = re.compile(r"^([A-Za-z0-9]{1,32})\.(\d{1,20}-\d{1,20})$")
 # An event log is a replay buffer, not an archive: cap its length as well as its age.
@@ -53,18 +53,11 @@ def _stored(stream_id: str, raw: list[list[object]]) -> list[StoredEvent]:
     """XRANGE's raw reply ([entry id, [field, value, …]] each) as events."""
     events = []
     for entry_id, flat in raw:
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))  # type: ignore[index]
+        fields = hash_reply(flat)  # type: ignore[arg-type]
         events.append(
             StoredEvent(f"{stream_id}.{cast(bytes, entry_id).decode()}", fields[b"d"], fields.get(b"f") == b"1")
         )
     return events
-
-
-def _checked(replies: list[object]) -> list[object]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 class EventStore:
@@ -81,7 +74,7 @@ class EventStore:
 
     async def run(self, commands: list[tuple[object, ...]]) -> list[object]:
         """Other commands about streams (their producers), with this loop's hot-path batch."""
-        return _checked(await self._batch.run(commands))
+        return checked(await self._batch.run(commands))
 
     def append_commands(
         self, session_id: str, stream_id: str, data: bytes, *, final: bool = False
@@ -90,7 +83,7 @@ class EventStore:
         return _appended(names.events_key(session_id, stream_id), data, final, self._ttl)
 
     async def append(self, session_id: str, stream_id: str, data: bytes, *, final: bool = False) -> str:
-        entry_id, _ = _checked(
+        entry_id, _ = checked(
             await self._batch.run(_appended(names.events_key(session_id, stream_id), data, final, self._ttl))
         )
         return f"{stream_id}.{cast(bytes, entry_id).decode()}"
@@ -102,7 +95,7 @@ class EventStore:
             for session_id, stream_id, data in items
             for command in _appended(names.events_key(session_id, stream_id), data, False, self._ttl)
         ]
-        results = _checked(await self._batch.run(commands))
+        results = checked(await self._batch.run(commands))
         return [
             f"{stream_id}.{cast(bytes, entry).decode()}"
             for (_, stream_id, _), entry in zip(items, results[::2], strict=True)
@@ -123,7 +116,7 @@ class EventStore:
             ("XRANGE", names.events_key(session_id, stream_id), f"({after_entry}", "+", "COUNT", 1000)
             for session_id, stream_id, after_entry in reads
         ]
-        results = _checked(await self._batch.run(commands))[len(appends) * 2 :]
+        results = checked(await self._batch.run(commands))[len(appends) * 2 :]
         return [
             _stored(stream_id, cast(list[list[object]], rows))
             for (_, stream_id, _), rows in zip(reads, results, strict=True)
@@ -135,7 +128,7 @@ class EventStore:
             ("XRANGE", names.events_key(session_id, stream_id), f"({after_entry}", "+", "COUNT", 1000)
             for session_id, stream_id, after_entry in items
         ]
-        results = _checked(await self._batch.run(commands))
+        results = checked(await self._batch.run(commands))
         return [
             _stored(stream_id, cast(list[list[object]], rows))
             for (_, stream_id, _), rows in zip(items, results, strict=True)

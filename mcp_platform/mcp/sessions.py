@@ -13,7 +13,7 @@ import orjson
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import names
-from mcp_platform.redis_batch import CommandBatch
+from mcp_platform.redis_batch import CommandBatch, checked
 
 
 @dataclass
@@ -59,14 +59,6 @@ class LiveSession:
 TOUCH_INTERVAL_SECONDS = 30.0
 # A session's resources/subscribe set is bounded, so one client cannot grow Redis without end.
 MAX_SUBSCRIPTIONS = 1000
-
-
-def _checked(replies: list[Any]) -> list[Any]:
-    """The replies, or the first error reply raised."""
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
 
 
 def _retrieve(answer: asyncio.Future[list[Any]]) -> None:
@@ -118,7 +110,7 @@ class SessionStore:
         ]
 
     async def create(self, session: Session) -> None:
-        _checked(
+        checked(
             await self._batch.run(
                 [
                     ("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds),
@@ -153,7 +145,7 @@ class SessionStore:
             ("SET", names.session_digest_key(session_id), digest, "EX", self.idle_seconds, "GET")
             for session_id, digest in digests
         ]
-        return cast(list[bytes | None], _checked(await self._batch.run(commands)))
+        return cast(list[bytes | None], checked(await self._batch.run(commands)))
 
     async def subscribe(self, session: Session, uri: str) -> bool:
         """Add ``uri`` to the session's subscriptions; False when it holds MAX_SUBSCRIPTIONS already."""
@@ -218,7 +210,7 @@ class SessionStore:
         await self._batch.one("SET", names.session_key(session.id), session.dump(), "EX", self.idle_seconds)
 
     async def delete(self, session_id: str, tenant_id: int) -> bool:
-        deleted, _, _ = _checked(
+        deleted, _, _ = checked(
             await self._batch.run(
                 [
                     ("DEL", names.session_key(session_id)),

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from audit.journal import invocation_row, journal
 from audit.models import Outcome
-from mcp_platform.mcp.relay import CallAddress
 from mcp_platform.mcp.text import storable
 from mcp_platform.redis_batch import Command
 from tenants.models import ApiKey
@@ -178,8 +177,7 @@ async def finish_and_signal(
         run = await store.load(run_id)
         assert run is not None  # it just ended: its live state is kept a while
     else:
-        run.status, run.result, run.error, run.status_message = status, result, error, message
-        run.updated_at = run.finished_at = timezone.now()
+        _ended(run, status, result, error, message)
     await deliver_outcome(run)
     await record_run(run, outcome or Outcome(status), message, confirmation or {}, connection)
     return True
@@ -200,12 +198,12 @@ async def _finish_call(
     outcome, only when it does. One round trip instead of three, and a worker that dies
     right after recording the outcome cannot leave the call without its response."""
     row = await invocation_of(run, outcome or Outcome(status), message, confirmation or {}, connection)
-    then = [*_response_commands(address_of(run), status, result, error), *journal.always_commands(row)]
+    response = relay().respond_commands(address_of(run), **_response(status, result, error))
+    then = [*response, *journal.always_commands(row)]
     if not await run_finish(run.id, status=status, result=result, error=error, message=message, then=then):
         return False
     journal.counted(row)
-    run.status, run.result, run.error, run.status_message = status, result, error, message
-    run.updated_at = run.finished_at = timezone.now()
+    _ended(run, status, result, error, message)
     return True
 
 
@@ -270,24 +268,24 @@ async def deliver_outcome(run: ToolRun) -> None:
     if run.is_task:
         await channel.task_status(address, task_view(run))
         await channel.task_done(run.id, run.status)
-    elif run.status == ToolRun.Status.CANCELLED:
-        await channel.respond(address)
-    elif run.error is not None:
-        await channel.respond(address, error=run.error)
     else:
-        await channel.respond(address, result=run.result or {"content": []})
+        await channel.respond(address, **_response(run.status, run.result, run.error))
 
 
-def _response_commands(
-    address: CallAddress, status: str, result: dict[str, Any] | None, error: dict[str, Any] | None
-) -> list[Command]:
-    """``deliver_outcome`` of a plain call, as commands: its error, its result, or no
-    response at all when cancelled."""
+def _response(status: str, result: dict[str, Any] | None, error: dict[str, Any] | None) -> dict[str, Any]:
+    """A plain call's response (``CallRelay.respond``'s arguments): its error, its result, or
+    none at all when it was cancelled."""
     if status == ToolRun.Status.CANCELLED:
-        return relay().respond_commands(address)
+        return {}
     if error is not None:
-        return relay().respond_commands(address, error=error)
-    return relay().respond_commands(address, result=result or {"content": []})
+        return {"error": error}
+    return {"result": result or {"content": []}}
+
+
+def _ended(run: ToolRun, status: str, result: Any, error: Any, message: str) -> None:
+    """The held ``run`` as the outcome just recorded left it."""
+    run.status, run.result, run.error, run.status_message = status, result, error, message
+    run.updated_at = run.finished_at = timezone.now()
 
 
 async def cancel_run(run_id: str, reason: str = "Cancelled by the client") -> bool:

@@ -31,7 +31,7 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 from redis.typing import EncodableT, FieldT
 
-from mcp_platform.redis_batch import Command
+from mcp_platform.redis_batch import Command, checked, hash_reply
 from mcp_platform.redis_clients import async_redis, command_batch
 from tools_app.catalog.models import Tool
 from tools_app.catalog.spec import ToolSpec
@@ -200,18 +200,6 @@ def _redis() -> Redis:
     return async_redis()
 
 
-def _hash(flat: list[bytes]) -> dict[bytes, bytes]:
-    """HGETALL's raw reply (field, value, field, value, …) as a dict."""
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _checked(replies: list[Any]) -> list[Any]:
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
-    return replies
-
-
 async def create(run: ToolRun, spec: ToolSpec | None, also: Sequence[Command] = ()) -> None:
     """Accept a run: its hash, its first change entry and its place among the unwritten, at
     once, in one transaction with ``also`` (the message that queues it)."""
@@ -225,15 +213,15 @@ async def create(run: ToolRun, spec: ToolSpec | None, also: Sequence[Command] = 
     commands.append(("EXEC",))
     # Through this loop's command batch (one write, replies parsed by hiredis): MULTI and
     # EXEC keep the group one transaction, and the batch never splits a caller's group.
-    executed = _checked(await command_batch().run(commands))[-1]
-    _checked(executed)
+    executed = checked(await command_batch().run(commands))[-1]
+    checked(executed)
 
 
 async def load(run_id: str) -> ToolRun | None:
     """The run as it is now: its hash, or its row once the hash is gone."""
     state = await command_batch().one("HGETALL", run_key(run_id))
     if state:
-        return run_from(_hash(state))
+        return run_from(hash_reply(state))
     run = await ToolRun.objects.filter(pk=run_id).afirst()
     if run is not None:
         run.spec = None
@@ -245,8 +233,8 @@ async def load_many(run_ids: Iterable[str]) -> dict[str, ToolRun]:
     ids = list(dict.fromkeys(run_ids))
     if not ids:
         return {}
-    states = _checked(await command_batch().run([("HGETALL", run_key(run_id)) for run_id in ids]))
-    found = {run_id: run_from(_hash(state)) for run_id, state in zip(ids, states, strict=True) if state}
+    states = checked(await command_batch().run([("HGETALL", run_key(run_id)) for run_id in ids]))
+    found = {run_id: run_from(hash_reply(state)) for run_id, state in zip(ids, states, strict=True) if state}
     missing = [run_id for run_id in ids if run_id not in found]
     if missing:
         async for run in ToolRun.objects.filter(pk__in=missing):
@@ -308,7 +296,7 @@ async def transition(
     # a NOSCRIPT, e.g. a restarted Redis), and ``before`` shares the change's round trip.
     replies = await batch.run([*before, ("EVALSHA", _TRANSITION_SHA, len(keys), *keys, *args)])
     *ahead, answer = replies
-    _checked(ahead)
+    checked(ahead)
     if isinstance(answer, NoScriptError):
         answer = await batch.one("EVAL", _TRANSITION, len(keys), *keys, *args)
     elif isinstance(answer, Exception):
