@@ -4,6 +4,7 @@ what goes ahead of it (``before``: the stream's producer record) happens first e
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -41,3 +42,29 @@ def test_before_goes_first_whatever_becomes_of_the_change() -> None:
     assert _finish(run_id, before=[("SET", producer, "worker-1")]) > 0
     assert _finish(run_id, before=[("SET", producer, "worker-2")]) == 0
     assert sync_redis().get(producer) == b"worker-2"
+
+
+def test_finishers_racing_at_the_same_moment_deliver_one_outcome_once() -> None:
+    """A worker's result, a client's cancellation and the reaper's failure of one run, sent
+    at once: one of them records the outcome, and only its response and row go out."""
+    run_id, delivered = _accepted(), f"test:delivered:{uuid.uuid4().hex}"
+    outcomes = [ToolRun.Status.COMPLETED, ToolRun.Status.CANCELLED, ToolRun.Status.FAILED] * 4
+
+    async def race() -> list[int]:
+        return await asyncio.gather(
+            *(
+                store.transition(
+                    run_id,
+                    {"status": status, "finished_at": timezone.now()},
+                    statuses=ToolRun.ACTIVE,
+                    then=[("RPUSH", delivered, f"response:{status}"), ("RPUSH", delivered, f"row:{status}")],
+                )
+                for status in outcomes
+            )
+        )
+
+    versions = async_to_sync(race)()
+    winners = [status for status, version in zip(outcomes, versions, strict=True) if version > 0]
+    assert len(winners) == 1
+    assert sync_redis().lrange(delivered, 0, -1) == [f"response:{winners[0]}".encode(), f"row:{winners[0]}".encode()]
+    assert sync_redis().hget(store.run_key(run_id), "status") == winners[0].encode()
