@@ -41,6 +41,11 @@ class Session:
 _FIELDS = tuple(item.name for item in fields(Session))
 # Releases a session's GET-stream lock only while this holder still has it.
 _RELEASE_IF_HELD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+# Renews the lock only for its holder: a stream whose lock lapsed and went to another stream
+# must not keep that stream's lock alive (and learns that it lost its own).
+_RENEW_IF_HELD = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end return 0"
+)
 
 
 def new_session_id() -> str:
@@ -229,8 +234,11 @@ class SessionStore:
         taken = await self._batch.one("SET", names.standalone_lock_key(session_id), holder, "NX", "EX", seconds)
         return taken is not None
 
-    async def renew_stream(self, session_id: str, *, seconds: int) -> None:
-        await self._batch.one("EXPIRE", names.standalone_lock_key(session_id), seconds)
+    async def renew_stream(self, session_id: str, holder: str, *, seconds: int) -> bool:
+        """Renew the lock ``holder`` holds; False when it no longer holds it (it lapsed, and
+        perhaps another stream took it)."""
+        key = names.standalone_lock_key(session_id)
+        return bool(await self._batch.one("EVAL", _RENEW_IF_HELD, 1, key, holder, seconds))
 
     async def release_stream(self, session_id: str, holder: str) -> None:
         await self._batch.one("EVAL", _RELEASE_IF_HELD, 1, names.standalone_lock_key(session_id), holder)

@@ -248,6 +248,20 @@ def test_change_while_disconnected_is_announced_on_reconnect(orm, http, server, 
     assert resumed.events[0].id.startswith("get.") and resumed.events[0].id != last_seen
 
 
+def test_a_stream_whose_lock_went_to_another_ends_and_leaves_that_lock_alone(orm, http, server, gamma):
+    """The lock of a session's GET stream lapses only when its process stalled for its whole
+    life; if another stream took it meanwhile, the first one's keep-alive must not renew the
+    newcomer's lock (two streams would then hold one), and the first stream ends."""
+    session = _session(http, server, "live-gamma", gamma["keys"]["plain"])
+    watcher = Watcher(session)
+    wait_for(lambda: watcher.events, message="the stream's priming event")
+    lock = names.standalone_lock_key(session.session_id)
+    sync_redis().set(lock, "another-process:1:1", ex=30)  # as if it lapsed and went to another stream
+    assert watcher.closed.wait(10), "the stream that lost its lock ends at its next keep-alive"
+    assert sync_redis().get(lock) == b"another-process:1:1"
+    assert sync_redis().ttl(lock) <= 30, "the newcomer's lock is not renewed by the stream that lost it"
+
+
 def _admin_edit_in_thread(superuser: Any, name: str, description: str) -> None:
     """What an admin does: the Tool change form, posted (from a thread of an async test)."""
     try:

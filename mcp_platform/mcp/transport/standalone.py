@@ -241,8 +241,11 @@ class StandaloneStream(sse.HeldStream):
             await self.services.events.append(self.session_id, STREAM_ID, _notification(method))
 
     async def _after_beat(self) -> None:
-        """Each keep-alive also renews the session's one-GET-stream lock."""
-        await self.services.sessions.renew_stream(self.session_id, seconds=STREAM_LOCK_SECONDS)
+        """Each keep-alive also renews the session's one-GET-stream lock. A stream that lost
+        it (its process stalled past the lock's life, and the client opened another stream
+        meanwhile) ends: the session keeps one stream, the newer one."""
+        if not await self.services.sessions.renew_stream(self.session_id, self.holder, seconds=STREAM_LOCK_SECONDS):
+            self.wake("ended")
 
 
 async def catalog_round(services: StreamServices, streams: list[StandaloneStream | ListenStream]) -> None:
