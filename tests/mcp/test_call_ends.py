@@ -124,6 +124,14 @@ class KillWorld:
                 return killed
         raise AssertionError(f"no worker of this test runs pid {run.worker_pid}")
 
+    def kill_workers(self) -> None:
+        """SIGKILL every worker (main process and pool children); a test needing one adds it."""
+        for worker in self.workers:
+            for pid in (*_children(worker.process.pid), worker.process.pid):
+                os.kill(pid, signal.SIGKILL)
+            worker.process.wait()
+        self.workers.clear()
+
 
 def _children(pid: int) -> set[int]:
     children = Path(f"/proc/{pid}/task/{pid}/children")
@@ -199,3 +207,6 @@ def test_web_side_ends_a_call_its_worker_cannot_time_out(orm, http, kill_world, 
     assert "timed out after 1 seconds (its worker did not stop it)" in answer["result"]["content"][0]["text"]
     # Timeout 1 s + grace 0.5 s + slack 5 s + one check interval, well before the handler returns.
     assert took < 12, took
+    # Its worker stays blocked until the handler's 15 s are up, and stopping it gracefully
+    # at the module's teardown would wait that out (about 10 s): kill the workers now instead.
+    kill_world.kill_workers()
