@@ -222,8 +222,11 @@ REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 200, minimum=2)
 REDIS_POOL_TIMEOUT_SECONDS = env_float("REDIS_POOL_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 
 # --- MCP endpoint -------------------------------------------------------------------
-# Idle time after which an MCP session is forgotten (sliding; every request renews it).
-MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=10)
+# Idle time after which an MCP session is forgotten (sliding; every request renews it). The
+# floor refuses only values under which a session could lapse between a client's initialize
+# and its next message (Redis expires keys in whole seconds); a sensible value above it is the
+# operator's choice.
+MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=2)
 # How long SSE events stay in Redis for clients that resume with Last-Event-ID.
 MCP_EVENT_TTL_SECONDS = env_int("MCP_EVENT_TTL_SECONDS", 600, minimum=10)
 # Largest accepted JSON-RPC request body.
