@@ -22,6 +22,7 @@ from tests.mcp.live import (
     LiveServer,
     LiveWorker,
     LiveWriter,
+    kill_workers,
     start_audit_writer,
     start_server,
     start_worker,
@@ -194,7 +195,7 @@ def live_workers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory
         start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
     ]
     yield workers
-    stop_together([worker.process for worker in workers], grace=15)
+    kill_workers(workers)
 
 
 @pytest.fixture

@@ -28,7 +28,16 @@ import httpx
 import pytest
 
 from mcp_platform.mcp.liveness import LOST_CALL_TEXT
-from tests.mcp.live import LiveServer, LiveWorker, run_now, start_server, start_worker, stop_together
+from tests.mcp.live import (
+    LiveServer,
+    LiveWorker,
+    kill_workers,
+    pool_children,
+    run_now,
+    start_server,
+    start_worker,
+    stop_together,
+)
 from tests.mcp.wire import McpSession, SseEvent, parse_sse, rpc
 from tests.poll import wait_for
 from tools_app.runs.models import ToolRun
@@ -115,7 +124,7 @@ class KillWorld:
     def kill_running(self, run: ToolRun) -> float:
         """SIGKILL the whole worker (main process and pool child) running ``run``; when."""
         for worker in self.workers:
-            if run.worker_pid in _children(worker.process.pid):
+            if run.worker_pid in pool_children(worker.process.pid):
                 os.kill(worker.process.pid, signal.SIGKILL)
                 os.kill(run.worker_pid, signal.SIGKILL)
                 killed = time.monotonic()
@@ -123,19 +132,6 @@ class KillWorld:
                 self.workers.remove(worker)
                 return killed
         raise AssertionError(f"no worker of this test runs pid {run.worker_pid}")
-
-    def kill_workers(self) -> None:
-        """SIGKILL every worker (main process and pool children); a test needing one adds it."""
-        for worker in self.workers:
-            for pid in (*_children(worker.process.pid), worker.process.pid):
-                os.kill(pid, signal.SIGKILL)
-            worker.process.wait()
-        self.workers.clear()
-
-
-def _children(pid: int) -> set[int]:
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    return {int(child) for child in children.read_text().split()} if children.exists() else set()
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +144,10 @@ def kill_world(live_world: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         world.add_worker("kill-worker-2")
         yield world
     finally:
-        stop_together([world.server.process, *(worker.process for worker in world.workers)], grace=15)
+        # Killed, not stopped: one may still run test_web_side_ends_a_call_its_worker_cannot_time_out's
+        # blocking handler, which a warm shutdown would wait out (about 10 s).
+        kill_workers(world.workers)
+        stop_together([world.server.process], grace=15)
 
 
 def _running_run(session: McpSession, request_id: int) -> ToolRun:
@@ -207,6 +206,3 @@ def test_web_side_ends_a_call_its_worker_cannot_time_out(orm, http, kill_world, 
     assert "timed out after 1 seconds (its worker did not stop it)" in answer["result"]["content"][0]["text"]
     # Timeout 1 s + grace 0.5 s + slack 5 s + one check interval, well before the handler returns.
     assert took < 12, took
-    # Its worker stays blocked until the handler's 15 s are up, and stopping it gracefully
-    # at the module's teardown would wait that out (about 10 s): kill the workers now instead.
-    kill_world.kill_workers()
