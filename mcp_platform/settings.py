@@ -267,6 +267,9 @@ TOOLBAY_QUEUE_TIMEOUT_SECONDS = env_float("TOOLBAY_QUEUE_TIMEOUT_SECONDS", 300.0
 # Servers and workers beat in Redis this often; a producer silent for three beats is dead,
 # and whoever follows its streams (or runs) ends them (mcp_platform/mcp/liveness.py).
 TOOLBAY_HEARTBEAT_SECONDS = env_float("TOOLBAY_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
+# A run whose worker lives on this long past its timeout and cancel grace is ended by the web
+# side as timed out (tools_app/runs/recovery.py): the worker's own timeout handling comes first.
+TOOLBAY_RUN_DEADLINE_SLACK_SECONDS = env_float("TOOLBAY_RUN_DEADLINE_SLACK_SECONDS", 5.0, minimum=1.0)
 # MCP tasks: default and largest time-to-live, and the poll interval suggested to clients.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 3_600_000, minimum=1000)
 MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 86_400_000, minimum=1000)
