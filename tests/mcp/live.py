@@ -11,8 +11,11 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 import redis
@@ -55,6 +58,28 @@ def database_url(port: int | None = None) -> str:
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     where = f"127.0.0.1:{port}" if port else f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
     return f"postgres://{db['USER']}{password}@{where}/{db['NAME']}"
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Stoppable)
+
+
+def start_together(*starts: Callable[[], S]) -> list[S]:
+    """Run several ``start_*`` calls at once (each process spends seconds importing; one after
+    the other they would add up) and return what each started, in order. If one fails, the
+    others' processes are stopped and its error raised."""
+    with ThreadPoolExecutor(max_workers=len(starts)) as booting:
+        futures = [booting.submit(start) for start in starts]
+    errors = [error for future in futures if (error := future.exception()) is not None]
+    if errors:
+        for future in futures:
+            if future.exception() is None:
+                future.result().stop()
+        raise errors[0]
+    return [future.result() for future in futures]
 
 
 def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
