@@ -222,8 +222,11 @@ REDIS_MAX_CONNECTIONS = env_int("REDIS_MAX_CONNECTIONS", 200, minimum=2)
 REDIS_POOL_TIMEOUT_SECONDS = env_float("REDIS_POOL_TIMEOUT_SECONDS", 5.0, minimum=0.1)
 
 # --- MCP endpoint -------------------------------------------------------------------
-# Idle time after which an MCP session is forgotten (sliding; every request renews it).
-MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=10)
+# Idle time after which an MCP session is forgotten (sliding; every request renews it). The
+# floor refuses only values under which a session could lapse between a client's initialize
+# and its next message (Redis expires keys in whole seconds); a sensible value above it is the
+# operator's choice.
+MCP_SESSION_IDLE_SECONDS = env_int("MCP_SESSION_IDLE_SECONDS", 3600, minimum=2)
 # How long SSE events stay in Redis for clients that resume with Last-Event-ID.
 MCP_EVENT_TTL_SECONDS = env_int("MCP_EVENT_TTL_SECONDS", 600, minimum=10)
 # Largest accepted JSON-RPC request body.
@@ -264,6 +267,9 @@ TOOLBAY_QUEUE_TIMEOUT_SECONDS = env_float("TOOLBAY_QUEUE_TIMEOUT_SECONDS", 300.0
 # Servers and workers beat in Redis this often; a producer silent for three beats is dead,
 # and whoever follows its streams (or runs) ends them (mcp_platform/mcp/liveness.py).
 TOOLBAY_HEARTBEAT_SECONDS = env_float("TOOLBAY_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
+# A run whose worker lives on this long past its timeout and cancel grace is ended by the web
+# side as timed out (tools_app/runs/recovery.py): the worker's own timeout handling comes first.
+TOOLBAY_RUN_DEADLINE_SLACK_SECONDS = env_float("TOOLBAY_RUN_DEADLINE_SLACK_SECONDS", 5.0, minimum=1.0)
 # MCP tasks: default and largest time-to-live, and the poll interval suggested to clients.
 MCP_TASK_DEFAULT_TTL_MS = env_int("MCP_TASK_DEFAULT_TTL_MS", 3_600_000, minimum=1000)
 MCP_TASK_MAX_TTL_MS = env_int("MCP_TASK_MAX_TTL_MS", 86_400_000, minimum=1000)

@@ -56,9 +56,10 @@ start_child uvicorn - "$VENV/bin/uvicorn" mcp_platform.asgi:application --host "
 web_pid="$CHILD_PID"
 # Both queues (calls longer than TOOLBAY_LONG_CALL_SECONDS go to toolbay.long) and the
 # embedded beat for the periodic clean-ups; a deployment runs one beat of its own instead.
+# The only worker here: no neighbours to sync with at start (mingle waits 1 s to learn that).
 mkdir -p "$VAR"
 start_child "celery worker" - "$VENV/bin/celery" -A mcp_platform worker --loglevel INFO \
-    --queues toolbay.short,toolbay.long --concurrency "$CELERY_CONCURRENCY" \
+    --queues toolbay.short,toolbay.long --concurrency "$CELERY_CONCURRENCY" --without-mingle \
     --beat --schedule "$VAR/celerybeat-schedule"
 # Writes the invocation rows the call path appends to the Redis audit journal into the database.
 start_child "audit writer" - "$PY" manage.py audit_writer

@@ -3,16 +3,18 @@
 Its children sit in process groups of their own (so one Ctrl-C reaches the script, which
 stops each group in turn), so a signal to make's group alone would not reach them: the
 script must. It runs here on its own ports, with its own private redis-server (started by
-run.sh because nothing answers on the port it is given) and its own SQLite file, so it
-shares nothing with the suite's servers and workers.
+run.sh because nothing answers on the port it is given) and its own SQLite file (a copy of
+one migrated once for the module), so it shares nothing with the suite's servers and workers.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -54,18 +56,42 @@ def _session_members(sid: int) -> set[int]:
     return members
 
 
+def _own_environment() -> dict[str, str]:
+    """The environment without the suite's own settings (its databases, prefixes, broker)."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "TOOLBAY_TEST_", "CHANNEL_LAYER_", "CELERY_"))
+    }
+
+
+@pytest.fixture(scope="module")
+def migrated_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated once for the module, which each test copies: `make run` still
+    runs migrate (then a no-op), seed_demo and oauth_enable, but the seconds of migrating a
+    fresh file are paid once rather than per way of stopping it."""
+    path = tmp_path_factory.mktemp("make-run-template") / "db.sqlite3"
+    env = {
+        **_own_environment(),
+        "DATABASE_URL": f"sqlite:///{path}",
+        "REDIS_URL": f"redis://127.0.0.1:{_free_port()}/0",
+    }
+    migrate = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert migrate.returncode == 0, migrate.stdout + migrate.stderr
+    return path
+
+
 @pytest.mark.parametrize("how", WAYS)
-def test_make_run_leaves_no_child_behind(tmp_path, how):
+def test_make_run_leaves_no_child_behind(tmp_path, migrated_database, how):
     """SIGTERM to the group is how a terminal or a supervisor stops it. SIGKILL is what a
     supervisor does when it tired of waiting: the script cannot stop anything then, so the
     kernel tells its children (their parent-death signal). soak/make_run_signals.py also
     runs SIGTERM to make alone, SIGINT, and SIGINT twice."""
     port = _free_port()
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if not key.startswith(("DJANGO_", "TOOLBAY_TEST_", "CHANNEL_LAYER_", "CELERY_"))
-    }
+    shutil.copyfile(migrated_database, tmp_path / "db.sqlite3")
+    env = _own_environment()
     env.update(
         PORT=str(port),
         REDIS_URL=f"redis://127.0.0.1:{_free_port()}/0",  # nothing answers: run.sh starts its own

@@ -41,8 +41,10 @@ from schemathesis.specs.openapi.checks import (
 
 from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
-from tenants.services import api_key_create, membership_set
+from tenants.models import ApiKey, Tenant
+from tenants.services import api_key_create, membership_set, tenant_create
 from tools_app.catalog.models import AccessRule, Tool
+from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 EXAMPLES = int(os.environ.get("TOOLBAY_FUZZ_EXAMPLES", "15"))
 COVERAGE = os.environ.get("TOOLBAY_FUZZ_COVERAGE", "") not in ("", "0")
@@ -94,51 +96,93 @@ def flatmap_path_parameters(context: Any, path_parameters: dict[str, Any] | None
     return st.one_of(*choices)
 
 
-@pytest.fixture
-def world(acme, globex, superuser, make_tool, make_key, grant) -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def world(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, Any]]:
     """A small installation: two tenants, members, keys, platform and private tools, rules,
-    invocations and the audit events all that made."""
-    viewer = get_user_model().objects.create_user("fuzz-viewer")
-    membership_set(tenant=acme, user=viewer, role="viewer")
-    key, _ = make_key(acme, "bot")
-    api_key_create(tenant=globex, name="other")
-    echo = make_tool("echo", tenant=acme)
-    make_tool(
-        "add",
-        handler="demo.add",
-        input_schema={
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-        },
-        output_schema={"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
-    )
-    grant(acme, echo, owner=acme, keys=[key])
-    grant(None, "add")
-    admin = get_user_model().objects.create_user("fuzz-admin")
-    membership_set(tenant=acme, user=admin, role="admin")
-    tokens = {
-        persona: access_token_create(user=user, name="fuzz")
-        for persona, user in (("platform", superuser), ("admin", admin), ("viewer", viewer))
-    }
-    now = timezone.now()
-    for tenant, outcome in ((acme, "completed"), (acme, "error"), (globex, "denied")):
-        Invocation.objects.create(
-            tenant=tenant, tool_name="echo", outcome=outcome, arguments={"text": "x"}, started_at=now, finished_at=now
+    invocations and the audit events all that made.
+
+    Made once for the module, inside a transaction rolled back at its end: each test's own
+    transaction (pytest-django's) is a savepoint within it, so every test still starts from
+    this same world without building it once per operation (97 times)."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        user_model = get_user_model()
+        acme = tenant_create(slug="acme", name="Acme Corp")
+        globex = tenant_create(slug="globex", name="Globex Inc")
+        superuser = user_model.objects.create_superuser("root", password="pw")
+        viewer = user_model.objects.create_user("fuzz-viewer")
+        membership_set(tenant=acme, user=viewer, role="viewer")
+        key, _ = api_key_create(tenant=acme, name="bot")
+        api_key_create(tenant=globex, name="other")
+        echo = _tool(acme, "echo", handler="demo.echo")
+        _tool(
+            None,
+            "add",
+            handler="demo.add",
+            input_schema={
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+            output_schema={"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
         )
-    ids = {
-        *Tool.objects.values_list("pk", flat=True),
-        *Invocation.objects.values_list("pk", flat=True),
-        *AuditEvent.objects.values_list("pk", flat=True),
-        *AccessRule.objects.values_list("pk", flat=True),
-        key.pk,
-        *(token.pk for token, _ in tokens.values()),
-        viewer.memberships.get().pk,
+        _grant(acme, tool=echo, owner=acme, keys=[key])
+        _grant(None, pattern="add")
+        admin = user_model.objects.create_user("fuzz-admin")
+        membership_set(tenant=acme, user=admin, role="admin")
+        tokens = {
+            persona: access_token_create(user=user, name="fuzz")
+            for persona, user in (("platform", superuser), ("admin", admin), ("viewer", viewer))
+        }
+        now = timezone.now()
+        for tenant, outcome in ((acme, "completed"), (acme, "error"), (globex, "denied")):
+            Invocation.objects.create(
+                tenant=tenant,
+                tool_name="echo",
+                outcome=outcome,
+                arguments={"text": "x"},
+                started_at=now,
+                finished_at=now,
+            )
+        ids = {
+            *Tool.objects.values_list("pk", flat=True),
+            *Invocation.objects.values_list("pk", flat=True),
+            *AuditEvent.objects.values_list("pk", flat=True),
+            *AccessRule.objects.values_list("pk", flat=True),
+            key.pk,
+            *(token.pk for token, _ in tokens.values()),
+            viewer.memberships.get().pk,
+        }
+        KNOWN["id"] = sorted(ids)
+        KNOWN["slug"] = ["acme", "globex"]
+        try:
+            yield {persona: {"Authorization": f"Bearer {raw}"} for persona, (_, raw) in tokens.items()}
+        finally:
+            KNOWN["id"], KNOWN["slug"] = [], []
+            transaction.set_rollback(True)
+
+
+def _tool(tenant: Tenant | None, name: str, *, handler: str, **fields: Any) -> Tool:
+    """As the suite's ``make_tool`` fixture makes one."""
+    defaults: dict[str, Any] = {
+        "description": f"The {name} tool.",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "backend_config": {"handler": handler},
+        "confirmation": "none",
     }
-    KNOWN["id"] = sorted(ids)
-    KNOWN["slug"] = ["acme", "globex"]
-    yield {persona: {"Authorization": f"Bearer {raw}"} for persona, (_, raw) in tokens.items()}
-    KNOWN["id"], KNOWN["slug"] = [], []
+    return catalog_entry_create(model=Tool, tenant=tenant, fields={"name": name, **defaults, **fields})
+
+
+def _grant(
+    tenant: Tenant | None,
+    *,
+    tool: Tool | None = None,
+    pattern: str = "",
+    owner: Tenant | None = None,
+    keys: list[ApiKey] | None = None,
+) -> AccessRule:
+    """As the suite's ``grant`` fixture makes an allow rule."""
+    fields = {"effect": "allow", "tenant": tenant, "owner": owner, "tool": tool, "tool_pattern": pattern, "scopes": []}
+    return access_rule_create(fields=fields, api_keys=keys)
 
 
 @pytest.mark.django_db

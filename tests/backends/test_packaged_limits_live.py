@@ -70,13 +70,24 @@ for line in sys.stdin:
 """
 
 
+TOOLS = ("hog", "bomb")
+
+
+@dataclass
+class Tenancy:
+    slug: str
+    key: str
+    tenant_id: int
+    upstream_id: int
+
+
 @dataclass
 class World:
     server: LiveServer
     runner: LiveRunner
-    key: str
-    tenant_id: int
-    upstream_id: int
+    # One tenant, so one instance, per limit tool: each crash doubles the wait before its
+    # instance's next restart (1 s, 2 s, 4 s, ...), so one test's crashes must not delay the other's.
+    tenancies: dict[str, Tenancy]
 
 
 @pytest.fixture(scope="module")
@@ -95,40 +106,44 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
     except BaseException:
         runner.stop()
         raise
+    tenancies = {}
     try:
         with django_db_blocker.unblock(), override_settings(TOOLBAY_PACKAGE_CACHE=str(PACKAGE_CACHE)):
-            tenant = tenant_create(slug="pk-limits", name="pk-limits")
-            _, key = api_key_create(tenant=tenant, name="limits key")
-            out = io.StringIO()
-            call_command(
-                "add_upstream",
-                "limits",
-                "--tenant",
-                "pk-limits",
-                "--command",
-                "/usr/bin/python3",
-                "--arg=-Ic",
-                f"--arg={SERVER}",
-                "--prefix",
-                "lim.",
-                "--publish-all",
-                "--grant",
-                stdout=out,
-            )
-            upstream_id = UpstreamServer.objects.get(tenant=tenant, name="limits").pk
-        assert "published lim.hog  hog" in out.getvalue()
+            for tool in TOOLS:
+                slug = f"pk-limits-{tool}"
+                tenant = tenant_create(slug=slug, name=slug)
+                _, key = api_key_create(tenant=tenant, name="limits key")
+                out = io.StringIO()
+                call_command(
+                    "add_upstream",
+                    "limits",
+                    "--tenant",
+                    slug,
+                    "--command",
+                    "/usr/bin/python3",
+                    "--arg=-Ic",
+                    f"--arg={SERVER}",
+                    "--prefix",
+                    "lim.",
+                    "--publish-all",
+                    "--grant",
+                    stdout=out,
+                )
+                upstream_id = UpstreamServer.objects.get(tenant=tenant, name="limits").pk
+                assert f"published lim.{tool}  {tool}" in out.getvalue()
+                tenancies[tool] = Tenancy(slug, key, tenant.pk, upstream_id)
     except BaseException:
         stop_together([server.process], grace=10)
         runner.stop()
         raise
-    yield World(server, runner, key, tenant.pk, upstream_id)
+    yield World(server, runner, tenancies)
     stop_together([server.process], grace=10)
     runner.stop()
 
 
-def _client(world: World) -> Client:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {world.key}"}, timeout=60)
-    return Client(streamable_http_client(world.server.endpoint("pk-limits"), http_client=http), mode="legacy")
+def _client(world: World, tenancy: Tenancy) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {tenancy.key}"}, timeout=60)
+    return Client(streamable_http_client(world.server.endpoint(tenancy.slug), http_client=http), mode="legacy")
 
 
 @pytest.mark.parametrize(
@@ -137,11 +152,13 @@ def _client(world: World) -> Client:
 def test_a_server_beyond_its_limits_ends_its_call_with_is_error_and_the_next_call_starts_afresh(
     world: World, tool: str, cause: str
 ) -> None:
+    tenancy = world.tenancies[tool]
+
     async def scenario() -> None:
-        async with _client(world) as client:
+        async with _client(world, tenancy) as client:
             first = await client.call_tool("lim.pid", {})
             assert first.is_error is False, first.content
-            pid = running_pid(world.upstream_id, world.tenant_id)
+            pid = running_pid(tenancy.upstream_id, tenancy.tenant_id)
             assert pid is not None
             started = time.monotonic()
             result = await asyncio.wait_for(client.call_tool(f"lim.{tool}", {}), 30)
@@ -161,9 +178,9 @@ def test_a_server_beyond_its_limits_ends_its_call_with_is_error_and_the_next_cal
 
             loop = asyncio.get_running_loop()
             await asyncio.to_thread(wait_for, answers_again, timeout=30, message="a call after the restart")
-            fresh = running_pid(world.upstream_id, world.tenant_id)
+            fresh = running_pid(tenancy.upstream_id, tenancy.tenant_id)
             assert fresh is not None and fresh != pid
-            status = instance_status(world.upstream_id, world.tenant_id)
+            status = instance_status(tenancy.upstream_id, tenancy.tenant_id)
             assert status is not None and status["restarts"] >= 1
             assert cause in status["last_error"], status["last_error"]
 

@@ -58,7 +58,7 @@ from tests.connections.conftest import (
     ConnWorld,
 )
 from tests.connections.idp_upstream import IdpUpstream
-from tests.mcp.live import start_worker
+from tests.mcp.live import kill_workers, start_worker
 from tests.poll import wait_for, wait_for_async
 from tools_app.backends.upstream.models import UpstreamServer
 from tools_app.backends.vault import secret_set
@@ -493,7 +493,7 @@ def worker(conn_world: ConnWorld, tmp_path_factory: pytest.TempPathFactory, djan
     try:
         yield
     finally:
-        process.stop()
+        kill_workers([process])
         with django_db_blocker.unblock():
             Tool.objects.filter(tenant__slug=TENANT, name="whoami_later").delete()
 

@@ -22,8 +22,10 @@ from tests.mcp.live import (
     LiveServer,
     LiveWorker,
     LiveWriter,
+    kill_workers,
     start_audit_writer,
     start_server,
+    start_together,
     start_worker,
     stop_together,
 )
@@ -180,7 +182,7 @@ def live_servers(
     live_world: LiveWorld, live_audit_writer: LiveWriter, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[LiveServer]]:
     tmp = tmp_path_factory.mktemp("servers")
-    servers = [start_server(tmp, "server-a"), start_server(tmp, "server-b")]
+    servers = start_together(lambda: start_server(tmp, "server-a"), lambda: start_server(tmp, "server-b"))
     yield servers
     stop_together([server.process for server in servers], grace=10)
 
@@ -189,12 +191,12 @@ def live_servers(
 def live_workers(live_world: LiveWorld, tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LiveWorker]]:
     tmp = tmp_path_factory.mktemp("workers")
     # worker-a serves short calls only, worker-b both: long calls cannot starve short ones.
-    workers = [
-        start_worker(tmp, "worker-a", "toolbay.short"),
-        start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
-    ]
+    workers = start_together(
+        lambda: start_worker(tmp, "worker-a", "toolbay.short"),
+        lambda: start_worker(tmp, "worker-b", "toolbay.short,toolbay.long"),
+    )
     yield workers
-    stop_together([worker.process for worker in workers], grace=15)
+    kill_workers(workers)
 
 
 @pytest.fixture

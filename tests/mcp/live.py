@@ -5,12 +5,17 @@ in tests/mcp/conftest.py; tests that start their own (restarts, kills) use these
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import httpx
 import redis
@@ -53,6 +58,28 @@ def database_url(port: int | None = None) -> str:
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     where = f"127.0.0.1:{port}" if port else f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
     return f"postgres://{db['USER']}{password}@{where}/{db['NAME']}"
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Stoppable)
+
+
+def start_together(*starts: Callable[[], S]) -> list[S]:
+    """Run several ``start_*`` calls at once (each process spends seconds importing; one after
+    the other they would add up) and return what each started, in order. If one fails, the
+    others' processes are stopped and its error raised."""
+    with ThreadPoolExecutor(max_workers=len(starts)) as booting:
+        futures = [booting.submit(start) for start in starts]
+    errors = [error for future in futures if (error := future.exception()) is not None]
+    if errors:
+        for future in futures:
+            if future.exception() is None:
+                future.result().stop()
+        raise errors[0]
+    return [future.result() for future in futures]
 
 
 def stop_together(processes: list[subprocess.Popen[bytes]], grace: float) -> None:
@@ -185,6 +212,28 @@ class LiveWorker:
 
     def stop(self) -> None:
         stop_together([self.process], grace=15)
+
+
+def kill_workers(workers: list[LiveWorker]) -> None:
+    """SIGKILL workers a teardown is done with, pool children first. A Celery worker's warm
+    shutdown takes 2-3 s even when idle (billiard joins its pool's threads, which poll about
+    once a second; measured with a bare Celery app too), and once the tests are done it has
+    nothing left to finish."""
+    for worker in workers:
+        for pid in (*pool_children(worker.process.pid), worker.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    for worker in workers:
+        worker.process.wait()
+
+
+def pool_children(pid: int) -> set[int]:
+    """The child processes of ``pid`` (a worker's pool)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return {int(child) for child in children.read_text().split()}
+    except FileNotFoundError:  # it has ended
+        return set()
 
 
 def start_worker(tmp_dir: Path, name: str, queues: str, extra_env: dict[str, str] | None = None) -> LiveWorker:

@@ -32,7 +32,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from audit.models import Invocation
 from tenants.models import Tenant
 from tests.backends.upstream_server import HARMLESS, SdkUpstream
-from tests.mcp.live import LiveServer, LiveWorker, start_server, start_worker, stop_together
+from tests.mcp.live import LiveServer, LiveWorker, kill_workers, start_server, start_worker, stop_together
 from tests.mcp.wire import McpSession, rpc
 from tests.poll import wait_for
 from tools_app.backends.upstream.federation import upstream_refresh
@@ -256,7 +256,8 @@ def world(
         tmp, "traced-worker", "toolbay.short,toolbay.long", {**traced_env, "OTEL_SERVICE_NAME": "toolbay-worker"}
     )
     yield World(receiver, api, upstream, upstream_meta, servers, worker, live_world.keys["alpha"])
-    stop_together([*(server.process for server in servers), worker.process], grace=15)
+    kill_workers([worker])
+    stop_together([server.process for server in servers], grace=15)
     upstream.stop()
     receiver.server.shutdown()
     api.server.shutdown()

@@ -33,7 +33,7 @@ from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from tenants.services import api_key_create, tenant_create
-from tests.mcp.live import LiveServer, LiveWorker, start_server, start_worker, stop_together
+from tests.mcp.live import LiveServer, LiveWorker, kill_workers, start_server, start_worker, stop_together
 from tests.poll import wait_for
 from tools_app.catalog.models import Tool
 from tools_app.catalog.services import catalog_entry_update
@@ -145,7 +145,8 @@ def world(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest
     server = start_server(tmp, "toolbay-openapi", env)
     worker = start_worker(tmp, "worker-openapi", "toolbay.short,toolbay.long", env)
     yield World(httpbin, server, worker, key)
-    stop_together([server.process, worker.process, process], grace=10)
+    kill_workers([worker])
+    stop_together([server.process, process], grace=10)
 
 
 def _client(world: World) -> Client:

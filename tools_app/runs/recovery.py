@@ -27,14 +27,12 @@ from tools_app.runs.queueing import queue
 from tools_app.runs.selectors import active_runs
 from tools_app.runs.services import finish_and_signal
 
-# Between a worker's own timeout handling and the moment the web side steps in.
-DEADLINE_SLACK_SECONDS = 5.0
-
 
 def deadline_of(run: ToolRun, tool: ToolSpec) -> float:
     """Epoch seconds by which the run's current attempt must be over."""
     began = run.started_at or run.created_at
-    return began.timestamp() + tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + DEADLINE_SLACK_SECONDS
+    slack = settings.TOOLBAY_RUN_DEADLINE_SLACK_SECONDS  # the worker's own timeout handling comes first
+    return began.timestamp() + tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + slack
 
 
 def loss_verdict(run: ToolRun, tool: ToolSpec) -> str | None:
