@@ -42,6 +42,7 @@ ROOT = HERE.parent.parent
 MODULE_DIR = ROOT / ".conf" / "oidc-provider"
 INSTALLER = ROOT / "tests" / "staff_auth" / "install_oidc_provider.sh"
 TENANT = "conn-a"
+BROKER_PREFIX = "connections:"
 PROVIDER = "idp"
 EXCHANGE_AUDIENCE = "https://upstream.example/mcp"
 # The audience of the tokens MCP clients present to Toolbay when the tenant's users sign in at
@@ -248,6 +249,9 @@ def conn_world(
         "TOOLBAY_PUBLIC_URL": toolbay_url,
         "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1",
         "DATABASE_CONN_MAX_AGE": "0",
+        # Background calls go to this world's worker only: another suite's workers, started
+        # earlier and without this world's settings, must not take them.
+        "CELERY_BROKER_KEY_PREFIX": BROKER_PREFIX,
     }
     server = start_server(workdir, "conn-server", env, port=toolbay_port)
     # A second process behind the same public URL, as behind a proxy: refreshes meet across them.

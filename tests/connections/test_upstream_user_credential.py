@@ -46,6 +46,7 @@ from tenants.models import Membership, Tenant
 from tenants.services import membership_set
 from tests.connections.browser import Browser
 from tests.connections.conftest import (
+    BROKER_PREFIX,
     CLIENT_ID,
     CLIENT_SECRET,
     EXCHANGE_AUDIENCE,
@@ -468,7 +469,11 @@ def test_an_api_key_caller_has_no_token_to_exchange(conn_world: ConnWorld, upstr
 
 @pytest.fixture(scope="module")
 def worker(conn_world: ConnWorld, tmp_path_factory: pytest.TempPathFactory, django_db_blocker: Any) -> Iterator[None]:
-    env = {"TOOLBAY_PUBLIC_URL": conn_world.server.url, "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1"}
+    env = {
+        "TOOLBAY_PUBLIC_URL": conn_world.server.url,
+        "TOOLBAY_OUTBOUND_ALLOWED_HOSTS": "127.0.0.1",
+        "CELERY_BROKER_KEY_PREFIX": BROKER_PREFIX,
+    }
     process = start_worker(tmp_path_factory.mktemp("conn-worker"), "conn-worker", "toolbay.short,toolbay.long", env)
     conn_world.log_paths.append(process.log_path)
     with django_db_blocker.unblock():
