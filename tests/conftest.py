@@ -21,9 +21,9 @@ from oauth.resource.verifier import token_verifier
 from tenants.auth import tenant_directory
 from tenants.models import ApiKey, Membership, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
+from tests.makers import rule_grant, tool_make
 from tools_app.catalog.cache import catalog_cache
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 
 @pytest.fixture
@@ -91,44 +91,12 @@ def make_key(db: Any) -> Callable[..., tuple[ApiKey, str]]:
 
 @pytest.fixture
 def make_tool(db: Any) -> Callable[..., Tool]:
-    def make(name: str, *, tenant: Tenant | None = None, handler: str = "demo.echo", **fields: Any) -> Tool:
-        defaults: dict[str, Any] = {
-            "description": f"The {name} tool.",
-            "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-            "backend_config": {"handler": handler},
-            # Test tools change nothing; the confirmation tests name the policy they exercise.
-            "confirmation": "none",
-        }
-        defaults.update(fields)
-        return catalog_entry_create(model=Tool, tenant=tenant, fields={"name": name, **defaults})
-
-    return make
+    return tool_make
 
 
 @pytest.fixture
 def grant(db: Any) -> Callable[..., AccessRule]:
-    """grant(tenant, tool_or_pattern, effect="allow", keys=[...], scopes=[...], owner=None)."""
-
-    def make(
-        tenant: Tenant | None,
-        target: Tool | str,
-        *,
-        effect: str = "allow",
-        keys: list[ApiKey] | None = None,
-        scopes: list[str] | None = None,
-        owner: Tenant | None = None,
-    ) -> AccessRule:
-        fields = {
-            "effect": effect,
-            "tenant": tenant,
-            "owner": owner,
-            "tool": target if isinstance(target, Tool) else None,
-            "tool_pattern": "" if isinstance(target, Tool) else target,
-            "scopes": scopes or [],
-        }
-        return access_rule_create(fields=fields, api_keys=keys)
-
-    return make
+    return rule_grant
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.mcp.live import child_pids
 from tests.poll import wait_for
 
 pytestmark = pytest.mark.live
@@ -34,10 +35,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _children(pid: int) -> set[int]:
-    return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
 
 
 def _session_members(sid: int) -> set[int]:
@@ -123,7 +120,7 @@ def test_make_run_leaves_no_child_behind(tmp_path, migrated_database, how):
         if how == "SIGTERM to the group":
             os.killpg(make.pid, signal.SIGTERM)
         elif how == "SIGKILL to make and the script":
-            for pid in (*_children(make.pid), make.pid):  # run.sh, then make
+            for pid in (*child_pids(make.pid), make.pid):  # run.sh, then make
                 os.kill(pid, signal.SIGKILL)
         elif how == "SIGTERM to make":
             make.send_signal(signal.SIGTERM)

@@ -41,10 +41,9 @@ from schemathesis.specs.openapi.checks import (
 
 from api.services import access_token_create
 from audit.models import AuditEvent, Invocation
-from tenants.models import ApiKey, Tenant
 from tenants.services import api_key_create, membership_set, tenant_create
+from tests.makers import rule_grant, tool_make
 from tools_app.catalog.models import AccessRule, Tool
-from tools_app.catalog.services import access_rule_create, catalog_entry_create
 
 EXAMPLES = int(os.environ.get("TOOLBAY_FUZZ_EXAMPLES", "15"))
 COVERAGE = os.environ.get("TOOLBAY_FUZZ_COVERAGE", "") not in ("", "0")
@@ -113,9 +112,8 @@ def world(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, An
         membership_set(tenant=acme, user=viewer, role="viewer")
         key, _ = api_key_create(tenant=acme, name="bot")
         api_key_create(tenant=globex, name="other")
-        echo = _tool(acme, "echo", handler="demo.echo")
-        _tool(
-            None,
+        echo = tool_make("echo", tenant=acme)
+        tool_make(
             "add",
             handler="demo.add",
             input_schema={
@@ -125,8 +123,8 @@ def world(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, An
             },
             output_schema={"type": "object", "properties": {"sum": {"type": "number"}}, "required": ["sum"]},
         )
-        _grant(acme, tool=echo, owner=acme, keys=[key])
-        _grant(None, pattern="add")
+        rule_grant(acme, echo, owner=acme, keys=[key])
+        rule_grant(None, "add")
         admin = user_model.objects.create_user("fuzz-admin")
         membership_set(tenant=acme, user=admin, role="admin")
         tokens = {
@@ -159,30 +157,6 @@ def world(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, An
         finally:
             KNOWN["id"], KNOWN["slug"] = [], []
             transaction.set_rollback(True)
-
-
-def _tool(tenant: Tenant | None, name: str, *, handler: str, **fields: Any) -> Tool:
-    """As the suite's ``make_tool`` fixture makes one."""
-    defaults: dict[str, Any] = {
-        "description": f"The {name} tool.",
-        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
-        "backend_config": {"handler": handler},
-        "confirmation": "none",
-    }
-    return catalog_entry_create(model=Tool, tenant=tenant, fields={"name": name, **defaults, **fields})
-
-
-def _grant(
-    tenant: Tenant | None,
-    *,
-    tool: Tool | None = None,
-    pattern: str = "",
-    owner: Tenant | None = None,
-    keys: list[ApiKey] | None = None,
-) -> AccessRule:
-    """As the suite's ``grant`` fixture makes an allow rule."""
-    fields = {"effect": "allow", "tenant": tenant, "owner": owner, "tool": tool, "tool_pattern": pattern, "scopes": []}
-    return access_rule_create(fields=fields, api_keys=keys)
 
 
 @pytest.mark.django_db

@@ -220,15 +220,15 @@ def kill_workers(workers: list[LiveWorker]) -> None:
     once a second; measured with a bare Celery app too), and once the tests are done it has
     nothing left to finish."""
     for worker in workers:
-        for pid in (*pool_children(worker.process.pid), worker.process.pid):
+        for pid in (*child_pids(worker.process.pid), worker.process.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     for worker in workers:
         worker.process.wait()
 
 
-def pool_children(pid: int) -> set[int]:
-    """The child processes of ``pid`` (a worker's pool)."""
+def child_pids(pid: int) -> set[int]:
+    """The child processes of ``pid`` (a worker's pool, a script's children)."""
     children = Path(f"/proc/{pid}/task/{pid}/children")
     try:
         return {int(child) for child in children.read_text().split()}

@@ -31,8 +31,8 @@ from mcp_platform.mcp.liveness import LOST_CALL_TEXT
 from tests.mcp.live import (
     LiveServer,
     LiveWorker,
+    child_pids,
     kill_workers,
-    pool_children,
     run_now,
     start_server,
     start_worker,
@@ -124,7 +124,7 @@ class KillWorld:
     def kill_running(self, run: ToolRun) -> float:
         """SIGKILL the whole worker (main process and pool child) running ``run``; when."""
         for worker in self.workers:
-            if run.worker_pid in pool_children(worker.process.pid):
+            if run.worker_pid in child_pids(worker.process.pid):
                 os.kill(worker.process.pid, signal.SIGKILL)
                 os.kill(run.worker_pid, signal.SIGKILL)
                 killed = time.monotonic()

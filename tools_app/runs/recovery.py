@@ -31,8 +31,8 @@ from tools_app.runs.services import finish_and_signal
 def deadline_of(run: ToolRun, tool: ToolSpec) -> float:
     """Epoch seconds by which the run's current attempt must be over."""
     began = run.started_at or run.created_at
-    slack = settings.TOOLBAY_RUN_DEADLINE_SLACK_SECONDS  # the worker's own timeout handling comes first
-    return began.timestamp() + tool.timeout_seconds + settings.MCP_CANCEL_GRACE_SECONDS + slack
+    grace, slack = settings.MCP_CANCEL_GRACE_SECONDS, settings.TOOLBAY_RUN_DEADLINE_SLACK_SECONDS
+    return began.timestamp() + tool.timeout_seconds + grace + slack
 
 
 def loss_verdict(run: ToolRun, tool: ToolSpec) -> str | None:
