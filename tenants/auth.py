@@ -162,6 +162,14 @@ def _touch_key(key_id: int) -> None:
     ApiKey.objects.filter(pk=key_id).update(last_used_at=timezone.now())
 
 
+def _matching_key(tenant: TenantRecord, prefix: str | None, raw: str) -> KeyRecord | None:
+    """The tenant's key that ``raw`` is. Hashed and compared even when the prefix is unknown,
+    so timing does not tell which prefixes exist."""
+    record = tenant.keys_by_prefix.get(prefix) if prefix else None
+    matches = keys.key_matches(raw, record.key_hash if record else "0" * 64)
+    return record if matches else None
+
+
 def _key_usable(record: KeyRecord | None) -> bool:
     if record is None or record.revoked:
         return False
@@ -323,10 +331,8 @@ class TenantDirectory:
         prefix = keys.parse_prefix(raw)
         if prefix is None and self._verifier is not None:
             return replace(await self._verifier.verify(tenant, raw, origin), bearer=raw)
-        record = tenant.keys_by_prefix.get(prefix) if prefix else None
-        stored_hash = record.key_hash if record else "0" * 64
-        matches = keys.key_matches(raw, stored_hash)
-        if record is None or not matches or record.revoked or not tenant.api_keys_enabled:
+        record = _matching_key(tenant, prefix, raw)
+        if record is None or record.revoked or not tenant.api_keys_enabled:
             message = "Invalid API key" if tenant.api_keys_enabled else "API keys are turned off for this tenant"
             raise AuthFailure(401, message, tenant.tenant_id, challenge=await self._challenge(tenant, origin))
         if not _key_usable(record):
@@ -335,6 +341,24 @@ class TenantDirectory:
             )
         self._note_use(record.id)
         return _principal(tenant, record)
+
+    def admits(self, slug: str, authorization: str | None) -> TenantRecord | None:
+        """The tenant's record as this process holds it, if it lets this credential in: an
+        anonymous caller where that is allowed, or a usable API key (OAuth tokens only their
+        verifier judges). No I/O and no freshness check: ``authenticate`` still decides. For
+        work that may start while the credential is checked, and only for callers who hold
+        a credential (a stranger's request must not start it)."""
+        tenant = self._entries.get(slug)
+        if tenant is None:
+            return None
+        if authorization is None:
+            return tenant if tenant.allow_anonymous else None
+        scheme, _, raw = authorization.partition(" ")
+        raw = raw.strip()
+        prefix = keys.parse_prefix(raw) if scheme.lower() == "bearer" else None
+        if prefix is None or not tenant.api_keys_enabled:
+            return None
+        return tenant if _key_usable(_matching_key(tenant, prefix, raw)) else None
 
     async def _challenge(self, tenant: TenantRecord, origin: str) -> Challenge | None:
         return await self._verifier.challenge(tenant, origin) if self._verifier is not None else None

@@ -6,7 +6,7 @@ The engine knows nothing about tenants, models or backends; ``tools_app`` implem
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -77,6 +77,16 @@ class ToolHost(Protocol[IdentityT]):
         """The caller of ``/mcp/<endpoint>``; raises AuthError. ``origin`` is the scheme and
         authority the request was sent to (``http://127.0.0.1:8000``): an OAuth token must
         be meant for the endpoint's URL there."""
+
+    def call_ahead(self, endpoint: str, authorization: str | None) -> Callable[[], None] | None:
+        """What begins admitting a tools/call of this caller (its limits), for a request that
+        looks like one, to run before ``authenticate`` so both share a round trip; None when
+        there is nothing to begin or the credential is not one the host can vouch for without
+        I/O. No I/O. ``request_ended`` gives back what no call used."""
+
+    def request_ended(self) -> None:
+        """The request is answered: undo whatever ``call_ahead`` began that no call of the
+        request used. No I/O awaited."""
 
     def authorize(self, identity: IdentityT, method: str) -> None:
         """Raise AuthError (403) when the identity may not send ``method`` at all (an OAuth

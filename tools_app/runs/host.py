@@ -5,6 +5,7 @@ and the runs."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import time
 from collections.abc import Callable, Mapping
@@ -22,7 +23,7 @@ from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
 from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTask, Task, Tool
 from mcp_platform.redis_clients import command_batch
-from tenants.auth import AuthFailure, TenantDirectory
+from tenants.auth import AuthFailure, TenantDirectory, TenantRecord
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache, VisibleSet
 from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
@@ -38,6 +39,9 @@ from tools_app.runs.selectors import detailed_task_view, run_of, task_page, task
 from tools_app.runs.services import cancel_run
 
 TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
+
+# The limits check a request began with its credential check (``PlatformToolHost._admit``).
+_ADMISSION: contextvars.ContextVar[limits.Admission | None] = contextvars.ContextVar("admission", default=None)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,22 @@ class PlatformToolHost:
             tracing.authenticated(started_ns)
             tracing.annotate(toolbay__tenant__id=principal.tenant_id, toolbay__credential=principal.label)
         return principal
+
+    def call_ahead(self, endpoint: str, authorization: str | None) -> Callable[[], None] | None:
+        """Send a call's limits check in the round trip that reads the tenant's generation (one
+        wait less for a sequential caller), if the credential holds by the tenant's record as
+        this process has it: a stranger's request takes no slot, not even for a moment.
+        ``_take_slot`` uses it if that record is still current."""
+        tenant = self._directory.admits(endpoint, authorization)
+        if tenant is None or (tenant.calls_per_minute is None and tenant.max_concurrent_calls is None):
+            return None
+        return functools.partial(_admit, tenant)
+
+    def request_ended(self) -> None:
+        admission = _ADMISSION.get()
+        if admission is not None:
+            _ADMISSION.set(None)
+            limits.give_back(admission)
 
     def authorize(self, identity: Principal, method: str) -> None:
         try:
@@ -298,6 +318,17 @@ class PlatformToolHost:
         tenant = self._directory.cached(identity)
         if tenant is None:
             return False
+        admission = _ADMISSION.get()
+        if admission is not None and not admission.used:
+            if admission.matches(identity.tenant_id, tenant):
+                taken = await admission.take()
+                if taken is not None:
+                    return taken
+            else:
+                # Admitted by limits since changed: give it back before asking again, or its
+                # slot would count against this very call.
+                await asyncio.wait((admission.reply,))
+                limits.give_back(admission)
         return await limits.acquire(
             identity.tenant_id, per_minute=tenant.calls_per_minute, concurrent=tenant.max_concurrent_calls
         )
@@ -404,6 +435,14 @@ def _auth_error(exc: AuthFailure) -> AuthError:
         error=challenge.error,
         error_description=challenge.error_description,
     )
+
+
+def _admit(tenant: TenantRecord) -> None:
+    admission = limits.admit(
+        tenant.tenant_id, tenant, per_minute=tenant.calls_per_minute, concurrent=tenant.max_concurrent_calls
+    )
+    if admission is not None:
+        _ADMISSION.set(admission)
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

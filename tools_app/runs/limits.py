@@ -4,12 +4,21 @@ they hold across every process. Tenants without limits cost nothing here.
 Both counters are checked by one Lua script, one command on the call path: the minute's
 call count goes up (refused calls count too), and a concurrency slot is taken only when
 both limits allow the call.
+
+An ``Admission`` sends that command before anyone waits for it, so that it shares a round
+trip with the request's credential check (``tools_app.runs.host``): a sequential caller's
+call then waits for Redis twice (that check, and the end of the call), not three times.
+An admission no call used is given back (``give_back``): the slot, and the count.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
 from redis.exceptions import NoScriptError
 
@@ -54,19 +63,18 @@ def running_key(tenant_id: int) -> str:
     return f"{PREFIX}:running:{tenant_id}"
 
 
-async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | None) -> bool:
-    """Take a call slot; raises LimitExceeded. Returns whether a concurrency slot was taken
-    (then ``release_command`` must follow)."""
-    if per_minute is None and concurrent is None:
-        return False
-    keys = (f"{PREFIX}:rate:{tenant_id}:{int(time.time() // 60)}", running_key(tenant_id))
+def _acquire_command(keys: tuple[str, str], per_minute: int | None, concurrent: int | None) -> Command:
     limits = (-1 if per_minute is None else per_minute, -1 if concurrent is None else concurrent)
-    batch = command_batch()
-    try:
-        _, running, allowed = await batch.one("EVALSHA", _ACQUIRE_SHA, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
-    except NoScriptError:
-        # First use since Redis started: EVAL loads the script (EVALSHA finds it from then on).
-        _, running, allowed = await batch.one("EVAL", _ACQUIRE, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
+    return ("EVALSHA", _ACQUIRE_SHA, 2, *keys, *limits, CONCURRENCY_SLOT_TTL)
+
+
+def _keys(tenant_id: int) -> tuple[str, str]:
+    return (f"{PREFIX}:rate:{tenant_id}:{int(time.time() // 60)}", running_key(tenant_id))
+
+
+def _verdict(reply: list[int], per_minute: int | None, concurrent: int | None) -> bool:
+    """The script's reply as ``acquire`` returns it (whether a slot was taken), or LimitExceeded."""
+    _, running, allowed = reply
     if allowed:
         return concurrent is not None
     if concurrent is not None and running > concurrent:
@@ -77,6 +85,94 @@ async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | N
         f"Rate limit reached: this tenant allows {per_minute} calls per minute. "
         f"Retry in {60 - int(time.time() % 60)} seconds."
     )
+
+
+async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | None) -> bool:
+    """Take a call slot; raises LimitExceeded. Returns whether a concurrency slot was taken
+    (then ``release_command`` must follow)."""
+    if per_minute is None and concurrent is None:
+        return False
+    command = _acquire_command(_keys(tenant_id), per_minute, concurrent)
+    batch = command_batch()
+    try:
+        reply = await batch.one(*command)
+    except NoScriptError:
+        # First use since Redis started: EVAL loads the script (EVALSHA finds it from then on).
+        reply = await batch.one("EVAL", _ACQUIRE, *command[2:])
+    return _verdict(reply, per_minute, concurrent)
+
+
+@dataclass(eq=False)
+class Admission:
+    """A call's limits, checked ahead of the call: the script is on its way when this exists.
+
+    ``basis`` is what the limits were read from (the tenant's record as the process had it);
+    a call may use the admission only if its tenant still stands so (``matches``).
+    """
+
+    basis: object
+    tenant_id: int
+    per_minute: int | None
+    concurrent: int | None
+    keys: tuple[str, str]
+    reply: asyncio.Future[list[Any]]
+    used: bool = field(default=False)
+
+    def matches(self, tenant_id: int, basis: object) -> bool:
+        return not self.used and self.tenant_id == tenant_id and self.basis is basis
+
+    async def take(self) -> bool | None:
+        """The verdict, as ``acquire`` gives it (LimitExceeded raised); None when the script
+        did not run (Redis had not loaded it yet): acquire as usual then."""
+        self.used = True
+        (reply,) = await self.reply
+        if isinstance(reply, NoScriptError):
+            return None
+        if isinstance(reply, Exception):
+            raise reply
+        return _verdict(reply, self.per_minute, self.concurrent)
+
+
+def admit(tenant_id: int, basis: object, *, per_minute: int | None, concurrent: int | None) -> Admission | None:
+    """Send the limits' check of a call that is about to come (None: the tenant has no limits)."""
+    if per_minute is None and concurrent is None:
+        return None
+    keys = _keys(tenant_id)
+    reply = command_batch().run([_acquire_command(keys, per_minute, concurrent)])
+    return Admission(basis, tenant_id, per_minute, concurrent, keys, reply)
+
+
+def give_back(admission: Admission) -> None:
+    """Undo an admission no call used, once its reply is in: the minute's count goes down
+    (a request that was no call, or not allowed one, is not counted) and a slot it took
+    is freed. Nothing waits for it; with the reply in, the undo is queued at once."""
+    if admission.used:
+        return
+    admission.used = True
+    if admission.reply.done():
+        _undo(admission, admission.reply)
+    else:
+        admission.reply.add_done_callback(functools.partial(_undo, admission))
+
+
+def _undo(admission: Admission, reply: asyncio.Future[list[Any]]) -> None:
+    if reply.cancelled() or reply.exception() is not None:
+        return  # the script's fate is unknown: a slot it took frees itself (CONCURRENCY_SLOT_TTL)
+    (answer,) = reply.result()
+    if isinstance(answer, Exception):
+        return  # it did not run
+    commands: list[Command] = []
+    if admission.per_minute is not None:
+        commands.append(("DECR", admission.keys[0]))
+    if answer[2] and admission.concurrent is not None:
+        commands.append(("DECR", admission.keys[1]))
+    if commands:
+        command_batch().run(commands).add_done_callback(_ignore)
+
+
+def _ignore(reply: asyncio.Future[list[Any]]) -> None:
+    if not reply.cancelled():
+        reply.exception()
 
 
 def release_command(tenant_id: int) -> Command:

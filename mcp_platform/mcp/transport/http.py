@@ -107,6 +107,32 @@ def _auth_problem(exc: AuthError) -> HttpProblem:
     return HttpProblem(exc.status, SERVER_ERROR, exc.message)
 
 
+def _replaying(first: dict[str, Any], receive: Receive) -> Receive:
+    """``receive`` that gives ``first`` (already received) once more before what follows."""
+    pending: list[dict[str, Any]] = [first]
+
+    async def again() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return again
+
+
+async def _looks_like_a_call(responder: Responder) -> bool:
+    """Whether the POST's body is one tools/call (not a task), judged from its bytes before
+    the credential is checked. Only a body that came whole in its first part (a small one
+    arrives with the headers) is looked at; that part is then received again by whoever
+    reads the body. Asked only for a credential the host vouches for (a request without
+    one is refused with its body unread) and never with ``Expect: 100-continue`` (such a
+    client sends its body only when asked). A wrong guess costs only the head start: the
+    host gives back what no call used."""
+    first = await responder.receive()
+    responder.receive = _replaying(first, responder.receive)
+    if first["type"] != "http.request" or first.get("more_body"):
+        return False
+    body: bytes = first.get("body", b"")
+    return b'"tools/call"' in body and b'"task"' not in body and body.lstrip()[:1] == b"{"
+
+
 class StreamableHttp:
     def __init__(
         self,
@@ -180,6 +206,7 @@ class StreamableHttp:
         except Exception as exc:  # every request gets an answer, never the ASGI server's bare 500
             await self._fault(exc, responder, None)
         finally:
+            self.engine.host.request_ended()
             self.config.leave_context(entered)
 
     async def _answer(self, scope: Scope, responder: Responder, endpoint: str) -> StandaloneStream | None:
@@ -192,8 +219,12 @@ class StreamableHttp:
             # Fetch the session while the credential is checked: two Redis round trips
             # overlap instead of adding up. It is used only once the credential passed.
             lookup = self.engine.sessions.lookup(session_id)
-        identity = await self._authenticate(endpoint, headers, scope)
         method = scope.get("method", "GET")
+        if method == "POST" and "expect" not in headers:
+            call_ahead = self.engine.host.call_ahead(endpoint, headers.get("authorization"))
+            if call_ahead is not None and await _looks_like_a_call(responder):
+                call_ahead()  # goes out with the credential's check, and the session's read
+        identity = await self._authenticate(endpoint, headers, scope)
         if method == "POST":
             await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
         elif method == "GET":
