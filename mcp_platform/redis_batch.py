@@ -103,10 +103,15 @@ class CommandBatch:
             packed = hiredis.pack_command(commands[0])
         else:
             packed = b"".join([hiredis.pack_command(command) for command in commands])
-        if not self._queued and not self._in_flight:
+        if self.idle:
             loop.call_soon(self._flush)  # else the reply to what is in flight sends it
         self._queued.append((packed, _Pending(len(commands), waiter)))
         return waiter
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued or in flight: a command sent now is a round trip of its own."""
+        return not self._queued and not self._in_flight
 
     async def one(self, *command: Any) -> Any:
         """One command's reply (an error reply is raised)."""

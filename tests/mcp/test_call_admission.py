@@ -1,7 +1,8 @@
-"""A call's limits are checked in the round trip that checks its credential (in-process, on
-the real ASGI application, real Redis): a sequential caller's call waits for Redis twice,
-and whatever that head start took for a request that was no call, or no allowed one, is
-given back: the minute's count and the concurrency slot."""
+"""A call's limits are checked in the round trip that checks its credential when the
+process's Redis connection is idle (in-process, on the real ASGI application, real Redis):
+a sequential caller's call waits for Redis twice, and whatever that head start took for a
+request that was no call, or no allowed one, is given back: the minute's count and the
+concurrency slot."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from django.db import connections
 
 from mcp_platform.asgi import application
 from mcp_platform.redis_batch import CommandBatch
-from mcp_platform.redis_clients import sync_redis
+from mcp_platform.redis_clients import command_batch, sync_redis
 from tenants import auth
 from tenants.models import Tenant
 from tenants.services import api_key_revoke, tenant_update
@@ -181,7 +182,16 @@ async def test_a_sequential_call_waits_for_redis_twice_on_both_revisions(limited
             assert writes.writes[0] == first, writes.writes
             assert writes.writes[1][:2] == ["DECR", "XADD"]
             assert len(writes.writes) == 2, writes.writes
-    await _settled(tenant, (4 + 2, 0))
+        # With other commands on their way (another request's, here a PING), the check is
+        # not sent ahead: it will ride with whatever is queued when its turn comes.
+        writes.writes.clear()
+        writes.counting = True
+        pinged = command_batch().run([("PING",)])
+        answer = await http.post("/mcp/acme", json=legacy_call, headers=session)
+        writes.counting = False
+        assert await pinged == [b"PONG"] and _echoed(answer)
+        assert ["EVALSHA"] in writes.writes and "EVALSHA" not in writes.writes[0], writes.writes
+    await _settled(tenant, (4 + 2 + 1, 0))
 
 
 async def test_a_request_that_was_no_allowed_call_is_neither_counted_nor_holds_a_slot(limited):
@@ -200,12 +210,23 @@ async def test_a_request_that_was_no_allowed_call_is_neither_counted_nor_holds_a
     await _settled(tenant, (1, 0))
 
 
-async def test_a_stranger_takes_no_slot_even_for_a_moment(limited):
-    """A wrong key never starts the check: hundreds of its calls in flight at once leave the
-    caller's two slots (and the minute's count) untouched."""
+async def test_a_stranger_takes_no_slot_even_for_a_moment(limited, monkeypatch):
+    """A wrong key or none never starts the check: one by one (when the head start would be
+    given), not a command of the limits goes out; hundreds at once leave the caller's two
+    slots and the minute's count untouched."""
     tenant, _, raw = limited
+    writes = Writes(monkeypatch)
     async with _client() as http:
         session = await _session(http, raw)
+        assert _echoed(await http.post("/mcp/acme", json=rpc("tools/call", ECHO), headers=session))
+        writes.counting = True
+        for stranger in (headers(raw[:-4] + "xxxx"), headers(), headers("not-a-key")):
+            for _ in range(5):
+                answer = await http.post("/mcp/acme", json=rpc("tools/call", ECHO), headers=stranger)
+                assert answer.status_code == 401
+        writes.counting = False
+        sent = {command for write in writes.writes for command in write}
+        assert not sent & {"EVAL", "EVALSHA", "DECR"}, writes.writes
         stranger = headers(raw[:-4] + "xxxx")
         answers = await asyncio.gather(
             *(http.post("/mcp/acme", json=rpc("tools/call", ECHO), headers=stranger) for _ in range(200)),
@@ -213,7 +234,7 @@ async def test_a_stranger_takes_no_slot_even_for_a_moment(limited):
         )
     assert [a.status_code for a in answers[:200]] == [401] * 200
     assert all(_echoed(a) for a in answers[200:]), [a.text for a in answers[200:]]
-    await _settled(tenant, (2, 0))
+    await _settled(tenant, (3, 0))
 
 
 async def test_a_key_revoked_after_it_was_cached_is_refused_and_not_counted(limited):

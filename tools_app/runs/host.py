@@ -89,7 +89,14 @@ class PlatformToolHost:
         """Send a call's limits check in the round trip that reads the tenant's generation (one
         wait less for a sequential caller), if the credential holds by the tenant's record as
         this process has it: a stranger's request takes no slot, not even for a moment.
-        ``_take_slot`` uses it if that record is still current."""
+        ``_take_slot`` uses it if that record is still current.
+
+        Only while this process's Redis connection is idle, when the check's own round trip
+        would be a wait of this caller's alone. With other requests' commands in flight it
+        rides with theirs at no extra wake, and the head start's own work (about 10 µs of CPU
+        a call, measured at 32 sessions) would buy nothing."""
+        if not command_batch().idle:
+            return None
         tenant = self._directory.admits(endpoint, authorization)
         if tenant is None or (tenant.calls_per_minute is None and tenant.max_concurrent_calls is None):
             return None

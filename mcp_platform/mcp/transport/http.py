@@ -214,16 +214,16 @@ class StreamableHttp:
         headers = checks.header_map(scope.get("headers", []))
         lookup: SessionLookup | None = None
         self._check_host_and_origin(headers)
+        method = scope.get("method", "GET")
+        if method == "POST" and "expect" not in headers:
+            call_ahead = self.engine.host.call_ahead(endpoint, headers.get("authorization"))
+            if call_ahead is not None and await _looks_like_a_call(responder):
+                call_ahead()  # goes out with the session's read and the credential's check
         session_id = headers.get(SESSION_HEADER)
         if session_id:
             # Fetch the session while the credential is checked: two Redis round trips
             # overlap instead of adding up. It is used only once the credential passed.
             lookup = self.engine.sessions.lookup(session_id)
-        method = scope.get("method", "GET")
-        if method == "POST" and "expect" not in headers:
-            call_ahead = self.engine.host.call_ahead(endpoint, headers.get("authorization"))
-            if call_ahead is not None and await _looks_like_a_call(responder):
-                call_ahead()  # goes out with the credential's check, and the session's read
         identity = await self._authenticate(endpoint, headers, scope)
         if method == "POST":
             await self._post(identity, headers, scope.get("headers", ()), responder, lookup)
