@@ -57,6 +57,13 @@ def checked(replies: list[Any]) -> list[Any]:
     return replies
 
 
+def ignore_reply(reply: asyncio.Future[Any]) -> None:
+    """Retrieve a reply nobody awaits (a done callback): its error is not worth asyncio's
+    "exception was never retrieved" report."""
+    if not reply.cancelled():
+        reply.exception()
+
+
 def hash_reply(flat: list[bytes]) -> dict[bytes, bytes]:
     """A raw field/value reply (HGETALL's, a stream entry's fields) as a dict."""
     return dict(zip(flat[::2], flat[1::2], strict=True))
@@ -107,6 +114,10 @@ class CommandBatch:
             loop.call_soon(self._flush)  # else the reply to what is in flight sends it
         self._queued.append((packed, _Pending(len(commands), waiter)))
         return waiter
+
+    def send(self, commands: Sequence[Command]) -> None:
+        """Send ``commands`` with this turn's others; nobody waits for their replies."""
+        self.run(commands).add_done_callback(ignore_reply)
 
     @property
     def idle(self) -> bool:

@@ -13,7 +13,7 @@ import orjson
 from redis.asyncio import Redis
 
 from mcp_platform.mcp import names
-from mcp_platform.redis_batch import CommandBatch, checked
+from mcp_platform.redis_batch import CommandBatch, checked, ignore_reply
 
 
 @dataclass
@@ -66,11 +66,6 @@ TOUCH_INTERVAL_SECONDS = 30.0
 MAX_SUBSCRIPTIONS = 1000
 
 
-def _retrieve(answer: asyncio.Future[list[Any]]) -> None:
-    if not answer.cancelled():
-        answer.exception()
-
-
 class SessionLookup:
     """A session read in flight (``SessionStore.lookup``)."""
 
@@ -78,7 +73,7 @@ class SessionLookup:
         self._answer = answer
         if answer is not None:
             # A request refused before it looks at its session never reads the answer.
-            answer.add_done_callback(_retrieve)
+            answer.add_done_callback(ignore_reply)
 
     async def session(self) -> Session | None:
         """The session; None when unknown, expired or deleted."""

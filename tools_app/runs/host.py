@@ -23,7 +23,7 @@ from mcp_platform.mcp.jsonrpc import INVALID_PARAMS, SERVER_ERROR, JsonRpcError
 from mcp_platform.mcp.relay import RELATED_TASK
 from mcp_platform.mcp.shapes import CallToolResult, CreateTaskResult, DetailedTask, Task, Tool
 from mcp_platform.redis_clients import command_batch
-from tenants.auth import AuthFailure, TenantDirectory, TenantRecord
+from tenants.auth import AuthFailure, TenantDirectory
 from tenants.principal import Principal
 from tools_app.catalog.cache import CatalogCache, VisibleSet
 from tools_app.catalog.search import SEARCH_TOOL, SEARCH_TOOL_NAME, search_call
@@ -40,7 +40,7 @@ from tools_app.runs.services import cancel_run
 
 TASK_NOT_FOUND = "Failed to retrieve task: Task not found"
 
-# The limits check a request began with its credential check (``PlatformToolHost._admit``).
+# The limits check a request began with its credential check (``PlatformToolHost.call_ahead``).
 _ADMISSION: contextvars.ContextVar[limits.Admission | None] = contextvars.ContextVar("admission", default=None)
 
 
@@ -100,7 +100,11 @@ class PlatformToolHost:
         tenant = self._directory.admits(endpoint, authorization)
         if tenant is None or (tenant.calls_per_minute is None and tenant.max_concurrent_calls is None):
             return None
-        return functools.partial(_admit, tenant)
+
+        def admit() -> None:
+            _ADMISSION.set(limits.admit(tenant))
+
+        return admit
 
     def request_ended(self) -> None:
         admission = _ADMISSION.get()
@@ -203,7 +207,7 @@ class PlatformToolHost:
                 # resumption that finds nothing only lacks the link.
                 record = tracing.stream_record(link.session_id, link.stream_id, settings.MCP_EVENT_TTL_SECONDS)
                 if record is not None:
-                    command_batch().run([record]).add_done_callback(_consume)
+                    command_batch().send([record])
         if name == SEARCH_TOOL_NAME and self._lists_by_search(identity):
             return await self._search(identity, visible, arguments, row, clock)
         if tool is None:
@@ -327,7 +331,7 @@ class PlatformToolHost:
             return False
         admission = _ADMISSION.get()
         if admission is not None and not admission.used:
-            if admission.matches(identity.tenant_id, tenant):
+            if admission.tenant is tenant:  # the record its limits were read from is still current
                 taken = await admission.take()
                 if taken is not None:
                     return taken
@@ -442,20 +446,6 @@ def _auth_error(exc: AuthFailure) -> AuthError:
         error=challenge.error,
         error_description=challenge.error_description,
     )
-
-
-def _admit(tenant: TenantRecord) -> None:
-    admission = limits.admit(
-        tenant.tenant_id, tenant, per_minute=tenant.calls_per_minute, concurrent=tenant.max_concurrent_calls
-    )
-    if admission is not None:
-        _ADMISSION.set(admission)
-
-
-def _consume(future: asyncio.Future[Any]) -> None:
-    """Retrieve a reply nobody awaits (an error need not be logged as never retrieved)."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _ms_since(clock: float) -> float:

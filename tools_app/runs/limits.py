@@ -24,6 +24,7 @@ from redis.exceptions import NoScriptError
 
 from mcp_platform.redis_batch import Command
 from mcp_platform.redis_clients import command_batch
+from tenants.auth import TenantRecord
 
 PREFIX = "toolbay:limits"
 # A slot of a process that died mid-call frees itself after this long.
@@ -105,21 +106,13 @@ async def acquire(tenant_id: int, *, per_minute: int | None, concurrent: int | N
 @dataclass(eq=False)
 class Admission:
     """A call's limits, checked ahead of the call: the script is on its way when this exists.
+    ``tenant`` is the record the limits were read from; a call may use the admission only
+    while that record is its tenant's current one."""
 
-    ``basis`` is what the limits were read from (the tenant's record as the process had it);
-    a call may use the admission only if its tenant still stands so (``matches``).
-    """
-
-    basis: object
-    tenant_id: int
-    per_minute: int | None
-    concurrent: int | None
+    tenant: TenantRecord
     keys: tuple[str, str]
     reply: asyncio.Future[list[Any]]
     used: bool = field(default=False)
-
-    def matches(self, tenant_id: int, basis: object) -> bool:
-        return not self.used and self.tenant_id == tenant_id and self.basis is basis
 
     async def take(self) -> bool | None:
         """The verdict, as ``acquire`` gives it (LimitExceeded raised); None when the script
@@ -130,16 +123,14 @@ class Admission:
             return None
         if isinstance(reply, Exception):
             raise reply
-        return _verdict(reply, self.per_minute, self.concurrent)
+        return _verdict(reply, self.tenant.calls_per_minute, self.tenant.max_concurrent_calls)
 
 
-def admit(tenant_id: int, basis: object, *, per_minute: int | None, concurrent: int | None) -> Admission | None:
-    """Send the limits' check of a call that is about to come (None: the tenant has no limits)."""
-    if per_minute is None and concurrent is None:
-        return None
-    keys = _keys(tenant_id)
-    reply = command_batch().run([_acquire_command(keys, per_minute, concurrent)])
-    return Admission(basis, tenant_id, per_minute, concurrent, keys, reply)
+def admit(tenant: TenantRecord) -> Admission:
+    """Send the limits' check of a call of ``tenant`` (which has limits) that is about to come."""
+    keys = _keys(tenant.tenant_id)
+    command = _acquire_command(keys, tenant.calls_per_minute, tenant.max_concurrent_calls)
+    return Admission(tenant, keys, command_batch().run([command]))
 
 
 def give_back(admission: Admission) -> None:
@@ -162,17 +153,12 @@ def _undo(admission: Admission, reply: asyncio.Future[list[Any]]) -> None:
     if isinstance(answer, Exception):
         return  # it did not run
     commands: list[Command] = []
-    if admission.per_minute is not None:
+    if admission.tenant.calls_per_minute is not None:
         commands.append(("DECR", admission.keys[0]))
-    if answer[2] and admission.concurrent is not None:
+    if answer[2] and admission.tenant.max_concurrent_calls is not None:
         commands.append(("DECR", admission.keys[1]))
     if commands:
-        command_batch().run(commands).add_done_callback(_ignore)
-
-
-def _ignore(reply: asyncio.Future[list[Any]]) -> None:
-    if not reply.cancelled():
-        reply.exception()
+        command_batch().send(commands)
 
 
 def release_command(tenant_id: int) -> Command:
