@@ -250,6 +250,19 @@ async def test_a_key_revoked_after_it_was_cached_is_refused_and_not_counted(limi
     await _settled(tenant, (1, 0))
 
 
+async def test_a_tenant_deactivated_after_it_was_cached_counts_nothing(limited):
+    tenant, _, raw = limited
+    async with _client() as http:
+        session = await _session(http, raw)
+        assert _echoed(await http.post("/mcp/acme", json=rpc("tools/call", ECHO), headers=session))
+        await sync_to_async(tenant_update)(tenant=tenant, changes={"is_active": False})
+        refused = await asyncio.gather(
+            *(http.post("/mcp/acme", json=rpc("tools/call", ECHO, id=n), headers=session) for n in range(5))
+        )
+    assert [a.status_code for a in refused] == [404] * 5
+    await _settled(tenant, (1, 0))
+
+
 async def test_limits_changed_while_the_tenant_was_cached_apply_to_the_next_call(limited):
     """The head start used the old limits; the call is judged by the new ones, its stale check
     given back first: it must not count against the call itself (one slot of one is free),
