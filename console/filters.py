@@ -6,8 +6,10 @@ key outside the scope raises 404 (``access_*``), so a filter cannot be used to l
 another tenant's rows exist.
 
 Search (``q``) is a case-insensitive substring match. On PostgreSQL, trigram GIN indexes
-on ``UPPER(tool_name)`` and ``UPPER(error_message)`` (audit migration 0002) serve exactly
-the ``UPPER(col) LIKE UPPER('%…%')`` that ``icontains`` compiles to; SQLite scans.
+on ``UPPER(tool_name)`` and ``UPPER(error_message)`` (audit migrations 0002 and 0011) serve
+exactly the ``UPPER(col) LIKE UPPER('%…%')`` that ``icontains`` compiles to; the error
+message's index holds only rows that have one, so the search says ``error_message <> ''``
+for the planner to use it. SQLite scans.
 """
 
 from __future__ import annotations
@@ -158,7 +160,8 @@ class InvocationFilterForm(_TimeFilterForm):
         if data.get("oauth_client"):
             rows = rows.filter(oauth_client=data["oauth_client"])
         if data.get("q"):
-            rows = rows.filter(Q(tool_name__icontains=data["q"]) | Q(error_message__icontains=data["q"]))
+            has_error = ~Q(error_message="")  # the trigram index's own condition (see above)
+            rows = rows.filter(Q(tool_name__icontains=data["q"]) | (has_error & Q(error_message__icontains=data["q"])))
         return rows
 
 
