@@ -19,7 +19,9 @@ line gives each figure and ratio as the median of the runs with the lowest and h
 
 ``cpu`` is the CPU time (user + system, from /proc on Linux) the server's processes spent
 per request: for Toolbay the web process and its audit writer. It moves far less than the
-throughput when other work shares the machine.
+throughput when other work shares the machine. ``database`` (the ``toolbay`` row) is the CPU
+time of the PostgreSQL backends of the bench's database per request, the audit writer's
+inserts mostly: the SDK writes nothing, and on one machine that work shares its cores.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import redis
 
 from bench.background_bench import BENCH_DATABASE_URL, recreate_database
@@ -47,6 +50,9 @@ LIMITS = """
 from tenants.models import Tenant
 Tenant.objects.filter(slug="demo").update(calls_per_minute=100_000_000, max_concurrent_calls=100_000)
 """
+
+
+Measured = tuple[LoadResult, float | None, float | None]  # result, cpu and database µs per request
 
 
 class Deployment:
@@ -109,14 +115,47 @@ def cpu_seconds(pids: list[int]) -> float | None:
     return total
 
 
-def measured(pids: list[int], load: Any) -> tuple[LoadResult, float | None]:
-    """Run ``load`` (a coroutine); its result and the processes' CPU time per request (µs)."""
+class DatabaseCpu:
+    """The CPU time of the PostgreSQL backends serving the bench's database (the audit
+    writer's inserts, mostly), where the server runs on this machine: the part of a call's
+    cost that ``cpu`` (the server's own processes) does not see."""
+
+    def __init__(self) -> None:
+        self._conn = psycopg.connect(BENCH_DATABASE_URL, autocommit=True)
+        self._start: dict[int, float] = {}
+
+    def _backends(self) -> dict[int, float]:
+        pids = self._conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+        return {pid: seconds for (pid,) in pids if (seconds := cpu_seconds([pid])) is not None}
+
+    def start(self) -> None:
+        self._start = self._backends()
+
+    def seconds(self) -> float:
+        """Since ``start``. The window is the load's, warm-up included: the rows of its last
+        linger (AUDIT_WRITER_LINGER_MS, 0.2 s of a 6 s load) are written after it."""
+        return sum(now - self._start.get(pid, 0.0) for pid, now in self._backends().items())
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def measured(
+    pids: list[int], load: Any, database: DatabaseCpu | None = None
+) -> tuple[LoadResult, float | None, float | None]:
+    """Run ``load`` (a coroutine); its result, and the CPU time per request (µs) of the
+    processes and of the database's backends (``database``, where given)."""
     before = cpu_seconds(pids)
+    if database:
+        database.start()
     result: LoadResult = asyncio.run(load)
     after = cpu_seconds(pids)
     if before is None or after is None or not result.requests:
-        return result, None
-    return result, (after - before) / result.requests * 1e6
+        return result, None, None
+    in_database = database.seconds() / result.requests * 1e6 if database else None
+    return result, (after - before) / result.requests * 1e6, in_database
 
 
 def main() -> None:
@@ -151,12 +190,13 @@ def main() -> None:
     redis.Redis.from_url(BENCH_REDIS).flushdb()
     for deployment in deployments:
         deployment.prepare()
+    database = DatabaseCpu()
 
     port = free_port()
     sdk_command = server_command("uvicorn", "bench.sdk_server:app", port)
     names = [deployment.name for deployment in deployments]
 
-    def run_sdk(n: int) -> tuple[LoadResult, float | None]:
+    def run_sdk(n: int) -> Measured:
         sdk = subprocess.Popen(sdk_command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_for_port(port)
@@ -165,12 +205,13 @@ def main() -> None:
             sdk.terminate()
             sdk.wait(10)
 
-    def run_deployment(deployment: Deployment, n: int) -> tuple[LoadResult, float | None]:
+    def run_deployment(deployment: Deployment, n: int) -> Measured:
         deployment.start()
         try:
             return measured(
                 [process.pid for process in deployment.processes],
                 run_load(deployment.url, deployment.key, n, args.seconds, ECHO),
+                database if deployment is production else None,
             )
         finally:
             deployment.stop()
@@ -180,9 +221,9 @@ def main() -> None:
     # ratios (with the lowest and highest) is what one noisy minute cannot decide.
     rows: list[dict[str, Any]] = []
     for n in args.sessions:
-        runs: list[dict[str, tuple[LoadResult, float | None]]] = []
+        runs: list[dict[str, Measured]] = []
         for index in range(args.runs):
-            measured_here: dict[str, tuple[LoadResult, float | None]] = {}
+            measured_here: dict[str, Measured] = {}
             if index % 2:
                 measured_here["sdk"] = run_sdk(n)
             for deployment in deployments:
@@ -190,10 +231,12 @@ def main() -> None:
             if "sdk" not in measured_here:
                 measured_here["sdk"] = run_sdk(n)
             runs.append(measured_here)
-            peer, peer_cpu = measured_here["sdk"]
+            peer, peer_cpu, _ = measured_here["sdk"]
             for name in (*names, "sdk"):
-                result, used = measured_here[name]
+                result, used, in_database = measured_here[name]
                 cpu_text = f"  cpu {used:5.0f} us (x{used / peer_cpu:4.2f})" if used and peer_cpu else ""
+                if in_database is not None:
+                    cpu_text += f" + database {in_database:4.0f} us"
                 print(
                     f"N={n:<3} run {index + 1} {name:9} {result.rate:7.0f} calls/s (x{result.rate / peer.rate:4.2f})  "
                     f"p50 {result.percentile(0.5):6.2f} ms  p99 {result.percentile(0.99):6.2f} ms "
@@ -207,9 +250,11 @@ def main() -> None:
             rate_ratios = [run[name][0].rate / run["sdk"][0].rate for run in runs]
             p99_ratios = [run[name][0].percentile(0.99) / run["sdk"][0].percentile(0.99) for run in runs]
             cpu_ratios = [(run[name][1] or 0.0) / (run["sdk"][1] or 1.0) for run in runs]
+            database_cpus = [d for run in runs if (d := run[name][2]) is not None]
             print(
                 f"N={n:<3} median of {args.runs} {name:9} {spread(rates, 0)} calls/s, x{spread(rate_ratios)}; "
-                f"p99 {spread(p99s)} ms, x{spread(p99_ratios)}; cpu {spread(cpus, 0)} us, x{spread(cpu_ratios)}",
+                f"p99 {spread(p99s)} ms, x{spread(p99_ratios)}; cpu {spread(cpus, 0)} us, x{spread(cpu_ratios)}"
+                + (f"; database {spread(database_cpus, 0)} us" if database_cpus else ""),
                 flush=True,
             )
             rows.append(
@@ -217,7 +262,12 @@ def main() -> None:
                     "server": name,
                     "sessions": n,
                     "runs": [
-                        {**run[name][0].summary(), "cpu_us_per_request": round(run[name][1] or 0, 1)} for run in runs
+                        {
+                            **run[name][0].summary(),
+                            "cpu_us_per_request": round(run[name][1] or 0, 1),
+                            "database_cpu_us_per_request": round(d, 1) if (d := run[name][2]) is not None else None,
+                        }
+                        for run in runs
                     ],
                     "calls_per_s": round(statistics.median(rates), 1),
                     "rate_vs_sdk": round(statistics.median(rate_ratios), 3),
@@ -227,6 +277,7 @@ def main() -> None:
                     "cpu_us_per_request": round(statistics.median(cpus), 1),
                     "cpu_vs_sdk": round(statistics.median(cpu_ratios), 3),
                     "cpu_vs_sdk_range": [round(min(cpu_ratios), 3), round(max(cpu_ratios), 3)],
+                    "database_cpu_us_per_request": database_cpus and round(statistics.median(database_cpus), 1),
                 }
             )
     if args.json:
