@@ -9,6 +9,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -102,6 +103,49 @@ def instance_status(upstream_id: int, tenant_id: int, user: str | None = None) -
 def running_pid(upstream_id: int, tenant_id: int) -> int | None:
     status = instance_status(upstream_id, tenant_id)
     return int(status["pid"]) if status and status.get("state") == "running" else None
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """Every process on this machine: pid -> (parent pid, state, start time), from /proc."""
+    found: dict[int, tuple[int, str, str]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+                found[int(entry)] = (int(fields[1]), fields[0], fields[19])
+    return found
+
+
+def kill_instance(pid: int, timeout: float = 10) -> None:
+    """SIGKILL an instance's process (``pid``, as its status says) and wait until every process
+    of it is dead - not for the runner to notice (its status may still say running).
+
+    In the sandbox ``pid`` is bubblewrap's, and it dies at once; the server inside dies only
+    when the kernel tears the sandbox's PID namespace down after it (``--die-with-parent``):
+    milliseconds later, tens of them on a busy machine. Until then the server still reads its
+    stdin and answers, so a call sent "after the kill" could be answered by the killed instance."""
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for child, (parent, _, _) in processes.items():
+        children.setdefault(parent, []).append(child)
+    tree: list[tuple[int, str]] = []
+    stack = [pid]
+    while stack:  # (pid, start time): a pid reused meanwhile is another process
+        member = stack.pop()
+        if member in processes:
+            tree.append((member, processes[member][2]))
+            stack.extend(children.get(member, []))
+    os.kill(pid, signal.SIGKILL)
+
+    def dead() -> bool:
+        now = _processes()
+        return not any(
+            (seen := now.get(member)) is not None and seen[2] == started and seen[1] not in ("Z", "X")
+            for member, started in tree
+        )
+
+    wait_for(dead, timeout=timeout, interval=0.005, message=f"every process of instance {pid} to die")
 
 
 METRICS_TOKEN = "runner-metrics-7f3a"

@@ -25,6 +25,7 @@ from tests.backends.packaged import (
     AnswersToTheOther,
     World,
     instance_status,
+    kill_instance,
     runner_metrics,
     running_pid,
     sdk_client,
@@ -327,11 +328,19 @@ def test_a_read_only_tool_of_mcp_server_time_is_retried_when_its_instance_was_ju
             assert annotations is not None and annotations.read_only_hint is True
             await client.call_tool("time.get_current_time", {"timezone": "UTC"})
             pid = running_pid(upstream, tenant)
-            assert pid is not None
-            os.kill(pid, signal.SIGKILL)  # and call at once: the call meets the dead instance
+            before = instance_status(upstream, tenant)
+            assert pid is not None and before is not None
+            # Killed, and called as soon as its server is dead too (the pid is bubblewrap's; the
+            # server inside dies milliseconds later and answers until then: a call sent in
+            # between got its answer, nothing was retried, and then it died), before the runner
+            # may have noticed: the call meets the dead instance and is retried on a fresh one.
+            await asyncio.to_thread(kill_instance, pid)
             result = await client.call_tool("time.get_current_time", {"timezone": "Asia/Tokyo"})
             assert result.is_error is False, _text(result)
             assert json.loads(_text(result))["timezone"] == "Asia/Tokyo"
         assert running_pid(upstream, tenant) not in (None, pid)
+        status = instance_status(upstream, tenant)
+        assert status is not None and status["restarts"] == before["restarts"] + 1, status
+        assert "signal 9" in status["last_error"], status
 
     asyncio.run(scenario())
