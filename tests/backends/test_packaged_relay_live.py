@@ -244,7 +244,7 @@ def test_a_call_whose_instance_dies_under_it_ends_with_is_error_unless_its_tool_
             # Not idempotent (it asks someone): the call ends with isError, at once.
             async def elicit(context: Any, params: Any) -> ElicitResult:
                 killed.append(time.monotonic())
-                os.kill(pid, signal.SIGKILL)
+                await asyncio.to_thread(kill_instance, pid)  # its server dead too before the answer goes
                 return ElicitResult(action="decline")
 
             async with sdk_client(world, "pk-alpha", server=1, elicitation_callback=elicit) as asking:
@@ -265,7 +265,7 @@ def test_a_call_whose_instance_dies_under_it_ends_with_is_error_unless_its_tool_
 
             async def on_progress(value: float, total: float | None, message: str | None) -> None:
                 if running_pid(upstream, tenant) == second:
-                    os.kill(second, signal.SIGKILL)
+                    await asyncio.to_thread(kill_instance, second)
 
             done = await client.call_tool(
                 "ev.trigger-long-running-operation", {"duration": 1, "steps": 2}, progress_callback=on_progress
