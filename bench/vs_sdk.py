@@ -58,9 +58,10 @@ Measured = tuple[LoadResult, float | None, float | None]  # result, cpu and data
 class Deployment:
     """A Toolbay server, its audit writer and a key, on a database of its own."""
 
-    def __init__(self, name: str, env: dict[str, str]) -> None:
+    def __init__(self, name: str, env: dict[str, str], *, audit_writer: bool = True) -> None:
         self.name = name
         self.env = env
+        self.audit_writer = audit_writer
         self.processes: list[subprocess.Popen[bytes]] = []
         self.url = ""
         self.urls: list[str] = []
@@ -86,7 +87,9 @@ class Deployment:
         commands = [
             server_command("uvicorn", "mcp_platform.asgi:application", port, access_log=True) for port in ports
         ]  # ACCESS_LOG
-        for command in (*commands, [sys.executable, "manage.py", "audit_writer"]):
+        if self.audit_writer:
+            commands.append([sys.executable, "manage.py", "audit_writer"])
+        for command in commands:
             self.processes.append(
                 subprocess.Popen(command, cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             )
@@ -165,6 +168,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="alternating runs per size; ratios are their median")
     parser.add_argument("--no-make-run", action="store_true", help="leave out the make-run row")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--without-audit-writer",
+        action="store_true",
+        help="a diagnostic, not a configuration: the toolbay row without its audit writer (the rows wait in the "
+        "journal, up to AUDIT_JOURNAL_MAX_ROWS), to see what the writer's database work costs the calls on a shared machine",
+    )
     args = parser.parse_args()
 
     base = {
@@ -182,6 +191,7 @@ def main() -> None:
             **production_settings(),
             "DATABASE_URL": BENCH_DATABASE_URL,
         },
+        audit_writer=not args.without_audit_writer,
     )
     tmp = Path(tempfile.mkdtemp(prefix="toolbay-vs-sdk-"))
     make_run = Deployment("make-run", {**base, "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}"})
