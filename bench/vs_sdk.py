@@ -171,8 +171,9 @@ def main() -> None:
     parser.add_argument(
         "--without-audit-writer",
         action="store_true",
-        help="a diagnostic, not a configuration: the toolbay row without its audit writer (the rows wait in the "
-        "journal, up to AUDIT_JOURNAL_MAX_ROWS), to see what the writer's database work costs the calls on a shared machine",
+        help="a diagnostic, not a configuration: the toolbay row without its audit writer (the rows wait in "
+        "the journal, up to AUDIT_JOURNAL_MAX_ROWS), to see what the writer's database work costs the calls "
+        "on a shared machine",
     )
     args = parser.parse_args()
 
