@@ -16,17 +16,10 @@ old ones go, so no filter is ever without its index.
 from django.db import migrations, models
 
 TABLE = "audit_invocation"
-NEW = {
-    "invocation_oauth_subject": ("(tenant_id, oauth_subject, started_at DESC) WHERE NOT (oauth_subject = '')"),
-    "invocation_oauth_client": ("(tenant_id, oauth_client, started_at DESC) WHERE NOT (oauth_client = '')"),
-    "invocation_error_text_trgm": "USING gin (UPPER(error_message) gin_trgm_ops) WHERE NOT (error_message = '')",
-}
-OLD = {
-    "invocation_tenant_subject": "(tenant_id, oauth_subject, started_at DESC)",
-    "invocation_tenant_client": "(tenant_id, oauth_client, started_at DESC)",
-    "invocation_error_trgm": "USING gin (UPPER(error_message) gin_trgm_ops)",
-}
-# The two of each that Django's state knows (the trigram ones it does not), as SQLite gets them.
+# The error message's trigram index, which Django's state does not know (as in 0002).
+TRIGRAM = "USING gin (UPPER(error_message) gin_trgm_ops)"
+TRIGRAM_NEW = "invocation_error_text_trgm", f"{TRIGRAM} WHERE NOT (error_message = '')"
+TRIGRAM_OLD = "invocation_error_trgm", TRIGRAM
 SUBJECT = ["tenant", "oauth_subject", "-started_at"]
 CLIENT = ["tenant", "oauth_client", "-started_at"]
 OLD_INDEXES = [
@@ -39,23 +32,38 @@ NEW_INDEXES = [
 ]
 
 
+def _replace(apps, schema_editor, old: list[models.Index], new: list[models.Index]) -> None:
+    """Build ``new``, then drop ``old``; on PostgreSQL CONCURRENTLY, and so that a run cut
+    short (a CONCURRENTLY build is no transaction) can be run again."""
+    model = apps.get_model("audit", "Invocation")
+    if schema_editor.connection.vendor != "postgresql":
+        for index in new:
+            schema_editor.add_index(model, index)
+        for index in old:
+            schema_editor.remove_index(model, index)
+        return
+    for index in new:
+        create = str(index.create_sql(model, schema_editor, concurrently=True))
+        schema_editor.execute(create.replace("CONCURRENTLY", "CONCURRENTLY IF NOT EXISTS", 1))
+    for index in old:
+        schema_editor.execute(index.remove_sql(model, schema_editor, concurrently=True))  # IF EXISTS
+
+
+def _swap_trigram(schema_editor, new: tuple[str, str], old: tuple[str, str]) -> None:
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {new[0]} ON {TABLE} {new[1]}")
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {old[0]}")
+
+
 def _like_index(schema_editor) -> str:
     return schema_editor._create_index_name(TABLE, ["call_id"], suffix="_like")
 
 
-def _swap(schema_editor, build: dict[str, str], drop: dict[str, str]) -> None:
-    for name, definition in build.items():
-        schema_editor.execute(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON {TABLE} {definition}")
-    for name in drop:
-        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-
-
 def forwards(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        _swap(schema_editor, NEW, OLD)
-        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_like_index(schema_editor)}")
-        return
     _replace(apps, schema_editor, OLD_INDEXES, NEW_INDEXES)
+    _swap_trigram(schema_editor, TRIGRAM_NEW, TRIGRAM_OLD)
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {_like_index(schema_editor)}")
 
 
 def backwards(apps, schema_editor):
@@ -64,17 +72,8 @@ def backwards(apps, schema_editor):
             f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {_like_index(schema_editor)} "
             f"ON {TABLE} (call_id varchar_pattern_ops)"
         )
-        _swap(schema_editor, OLD, NEW)
-        return
+    _swap_trigram(schema_editor, TRIGRAM_OLD, TRIGRAM_NEW)
     _replace(apps, schema_editor, NEW_INDEXES, OLD_INDEXES)
-
-
-def _replace(apps, schema_editor, old: list[models.Index], new: list[models.Index]) -> None:
-    model = apps.get_model("audit", "Invocation")
-    for index in new:
-        schema_editor.add_index(model, index)
-    for index in old:
-        schema_editor.remove_index(model, index)
 
 
 class Migration(migrations.Migration):
